@@ -1,0 +1,39 @@
+"""Every write (and the reads the tools share) lives here, once, for all interfaces.
+
+Each function is keyword-only, acts for exactly one owner, runs in one transaction, and
+raises memories.errors.InvalidInput before changing anything when the input is bad.
+"""
+
+from memories.services.closings import close
+from memories.services.curation import (
+    archive,
+    compress,
+    delete,
+    edit_gist,
+    forget,
+    promote,
+    restore_revision,
+    set_curation,
+    unarchive,
+)
+from memories.services.recall import rank_memories, recall
+from memories.services.reflect import reflect, status
+from memories.services.remember import remember
+
+__all__ = [
+    "archive",
+    "close",
+    "compress",
+    "delete",
+    "edit_gist",
+    "forget",
+    "promote",
+    "rank_memories",
+    "recall",
+    "reflect",
+    "remember",
+    "restore_revision",
+    "set_curation",
+    "status",
+    "unarchive",
+]

@@ -1,0 +1,71 @@
+"""Helpers shared by the service modules (not part of their public surface)."""
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from memories.errors import InvalidInput
+from memories.models import ChangeSource, Memory, Revision
+from memories.validation import coerce_memory_id
+
+
+def now_or(now: datetime | None) -> datetime:
+    return now if now is not None else timezone.now()
+
+
+def get_memory(owner: Any, memory_id: Any, *, for_update: bool = False) -> Memory:
+    """The caller's memory with this id; a foreign id is as unknown as a made-up one."""
+    pk = coerce_memory_id(memory_id)
+    queryset = Memory.objects.for_owner(owner)
+    if for_update:
+        queryset = queryset.select_for_update()
+    memory = queryset.filter(pk=pk).first()
+    if memory is None:
+        raise InvalidInput(
+            f"No memory with id {pk} exists for you. Check the id in the catalog, or find "
+            "it with taproot_recall(query=...)."
+        )
+    return memory
+
+
+def record_revision(
+    memory: Memory,
+    before: dict[str, Any],
+    *,
+    source: ChangeSource | str,
+    action: str,
+    now: datetime,
+) -> Revision | None:
+    """Keep the previous values of the tracked fields if any of them changed."""
+    after = memory.tracked_state()
+    changed = [name for name in after if after[name] != before.get(name)]
+    if not changed:
+        return None
+    return Revision.objects.create(
+        memory=memory,
+        owner_id=memory.owner_id,
+        source=source,
+        action=action,
+        created_at=now,
+        changed_fields=changed,
+        before=before,
+        after=after,
+    )
+
+
+def touch(memory: Memory, now: datetime) -> None:
+    """Mark a memory as updated now (the edits that move updated_at, SPEC §2)."""
+    memory.updated_at = now
+    memory.last_touched_at = max(now, memory.last_retrieved or now)
+
+
+def last_touch_of(updated_at: datetime, last_retrieved: datetime | None) -> datetime:
+    if last_retrieved and last_retrieved > updated_at:
+        return last_retrieved
+    return updated_at
+
+
+def ids_text(ids: list[uuid.UUID]) -> list[str]:
+    return [str(i) for i in ids]

@@ -1,0 +1,184 @@
+"""taproot_recall: rank the caller's memories by activation and strengthen what is returned."""
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Greatest
+
+from memories.conf import activation_config
+from memories.errors import InvalidInput
+from memories.indexing import query_keys, tag_key
+from memories.jsonutil import dumps
+from memories.models import Memory, MemoryQuerySet
+from memories.ranking import Candidate, Ranked, rank
+from memories.services._common import now_or
+from memories.validation import (
+    DEFAULT_RECALL_LIMIT,
+    MAX_ITEM_LENGTH,
+    MAX_LIST_ITEMS,
+    MAX_RECALL_IDS,
+    MAX_RECALL_LIMIT,
+    coerce_category,
+    coerce_id_list,
+    coerce_int,
+    coerce_since,
+    coerce_string_list,
+)
+
+# Claude.ai cuts tool results near 150,000 characters; stop well before that.
+MAX_REPLY_CHARS = 100_000
+RANKING_FIELDS = ("id", "salience", "retrieval_count", "last_retrieved", "created_at", "updated_at")
+
+
+@dataclass(frozen=True)
+class RecallFilters:
+    query: str | None
+    category: str | None
+    ids: list[uuid.UUID] | None
+    tag_keys: list[str]
+    since: datetime | None
+    limit: int
+    warnings: list[str]
+
+
+def parse_filters(
+    *,
+    query: Any = None,
+    category: Any = None,
+    ids: Any = None,
+    tags: Any = None,
+    since: Any = None,
+    limit: Any = None,
+) -> RecallFilters:
+    warnings: list[str] = []
+    if query is not None and not isinstance(query, str):
+        raise InvalidInput(f"query must be text (got {type(query).__name__}).")
+    clean_category = None
+    if category is not None and not (isinstance(category, str) and not category.strip()):
+        clean_category, warning = coerce_category(category)
+        if warning:
+            warnings.append(warning)
+    clean_ids = None
+    if ids is not None:
+        clean_ids = coerce_id_list(ids, field="ids", max_items=MAX_RECALL_IDS)
+    tag_list = coerce_string_list(
+        tags, field="tags", max_items=MAX_LIST_ITEMS, max_length=MAX_ITEM_LENGTH
+    )
+    clean_since = coerce_since(since) if since is not None else None
+    if limit is not None:
+        clean_limit = coerce_int(limit, field="limit", minimum=1, maximum=MAX_RECALL_LIMIT)
+    elif clean_ids:
+        clean_limit = len(clean_ids)
+    else:
+        clean_limit = DEFAULT_RECALL_LIMIT
+    return RecallFilters(
+        query=query,
+        category=clean_category,
+        ids=clean_ids,
+        tag_keys=[tag_key(t) for t in tag_list],
+        since=clean_since,
+        limit=clean_limit,
+        warnings=warnings,
+    )
+
+
+def candidate_queryset(owner: Any, filters: RecallFilters) -> MemoryQuerySet:
+    queryset = Memory.objects.for_owner(owner).live()
+    if filters.category:
+        queryset = queryset.in_category(filters.category)
+    if filters.ids is not None:
+        queryset = queryset.filter(pk__in=filters.ids)
+    if filters.tag_keys:
+        queryset = queryset.with_all_tags(filters.tag_keys)
+    if filters.since:
+        queryset = queryset.updated_since(filters.since)
+    return queryset
+
+
+def rank_memories(owner: Any, filters: RecallFilters, *, now: datetime) -> list[Ranked]:
+    """Every matching live memory of the owner, best first. Reads only; strengthens nothing.
+
+    With a query, only memories sharing a token with it are read (through the index).
+    """
+    queryset = candidate_queryset(owner, filters)
+    keys = query_keys(filters.query)
+    if keys:
+        rows = queryset.matching_tokens(keys).values_list(
+            *RANKING_FIELDS, "keyword_hits", "content_hits"
+        )
+        candidates = [Candidate(*row) for row in rows]
+    else:
+        candidates = [Candidate(*row) for row in queryset.values_list(*RANKING_FIELDS)]
+    return rank(candidates, query_tokens=frozenset(keys), now=now, config=activation_config())
+
+
+def recall(
+    *,
+    owner: Any,
+    query: Any = None,
+    category: Any = None,
+    ids: Any = None,
+    tags: Any = None,
+    since: Any = None,
+    limit: Any = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    now = now_or(now)
+    if isinstance(ids, list | str) and not ids:
+        ids = None
+    filters = parse_filters(
+        query=query, category=category, ids=ids, tags=tags, since=since, limit=limit
+    )
+    with transaction.atomic():
+        ranked = rank_memories(owner, filters, now=now)[: filters.limit]
+        chosen_ids = [item.candidate.id for item in ranked]
+        memories = Memory.objects.filter(owner=owner, pk__in=chosen_ids).in_bulk()
+        results: list[dict[str, Any]] = []
+        truncated = False
+        size = len(dumps(_reply([], filters.warnings, truncated=True)))
+        for item in ranked:
+            memory = memories[item.candidate.id]
+            # Show the record as it will be after strengthening.
+            memory.retrieval_count += 1
+            memory.last_retrieved = now
+            record = memory.as_record()
+            record["activation_score"] = round(item.score, 3)
+            added = len(dumps(record)) + 1
+            if size + added > MAX_REPLY_CHARS:
+                truncated = True
+                break
+            size += added
+            results.append(record)
+        returned = [uuid.UUID(r["id"]) for r in results]
+        if returned:
+            Memory.objects.filter(owner=owner, pk__in=returned).update(
+                retrieval_count=F("retrieval_count") + 1,
+                last_retrieved=now,
+                last_touched_at=Greatest(F("updated_at"), now),
+            )
+            # Report the counts as stored (another recall may have landed at the same time).
+            counts = dict(
+                Memory.objects.filter(pk__in=returned).values_list("pk", "retrieval_count")
+            )
+            for record in results:
+                record["retrieval_count"] = counts[uuid.UUID(record["id"])]
+    return _reply(results, filters.warnings, truncated=truncated)
+
+
+def _reply(
+    results: list[dict[str, Any]], warnings: list[str], *, truncated: bool
+) -> dict[str, Any]:
+    reply: dict[str, Any] = {"status": "ok", "count": len(results), "results": results}
+    if truncated:
+        reply["truncated"] = True
+        reply["note"] = (
+            "More memories matched, but the reply stopped before 100,000 characters. Ask "
+            "again with a narrower query, a lower limit or explicit ids."
+        )
+    if warnings:
+        reply["warnings"] = warnings
+    return reply

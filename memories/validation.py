@@ -1,0 +1,231 @@
+"""The rules for values coming in from any interface (SPEC §2, §4, §7).
+
+Pure functions: each takes what a caller sent and returns the clean value, or raises
+InvalidInput with a message that says what to send instead.
+"""
+
+import json
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from memories.errors import InvalidInput
+from memories.models import Category, EpistemicStatus, Salience
+from memories.timeutil import parse_timestamp
+
+MAX_CONTENT = 20_000
+MAX_GIST = 300
+MAX_LIST_ITEMS = 50
+MAX_ITEM_LENGTH = 100
+MAX_LINKS = 50
+MAX_REFLECTION = 10_000
+MAX_TITLE = 200
+MAX_REASON = 1_000
+# Not limited by the spec; bounded so one call cannot store megabytes in a side field.
+MAX_REFERENCE = 2_000
+MAX_RECALL_IDS = 50
+MAX_RECALL_LIMIT = 50
+DEFAULT_RECALL_LIMIT = 5
+
+# Category names older Taproot versions wrote, and where they belong now.
+LEGACY_CATEGORIES = {
+    "active_threads": Category.ACTIVE_THREAD,
+    "identity_observations": Category.IDENTITY,
+    "relationship_texture": Category.RELATIONSHIP,
+    "event": Category.EPISODIC,
+    "project": Category.ACTIVE_THREAD,
+    "completed_project": Category.EPISODIC,
+    "undefined": Category.ERROR,
+}
+NUMERIC_SALIENCE = {"3": Salience.HIGH, "2": Salience.MEDIUM, "1": Salience.LOW}
+
+CATEGORY_VALUES = [c.value for c in Category]
+SALIENCE_VALUES = [s.value for s in Salience]
+EPISTEMIC_VALUES = [e.value for e in EpistemicStatus]
+
+
+def _folded(value: Any) -> str | None:
+    return value.strip().lower() if isinstance(value, str) else None
+
+
+def _allowed(values: Iterable[str]) -> str:
+    return ", ".join(values)
+
+
+def coerce_category(value: Any, *, field: str = "category") -> tuple[str, str | None]:
+    """Canonical category and a warning when a legacy name was translated."""
+    folded = _folded(value)
+    if folded in CATEGORY_VALUES:
+        return folded, None
+    if folded in LEGACY_CATEGORIES:
+        canonical = LEGACY_CATEGORIES[folded].value
+        return canonical, f"{field} {value!r} is a legacy name; stored as {canonical!r}."
+    raise InvalidInput(f"{field} must be one of {_allowed(CATEGORY_VALUES)} (got {value!r}).")
+
+
+def coerce_salience(value: Any, *, field: str = "salience") -> tuple[str, str | None]:
+    """Canonical salience and a warning when a numeric one ("3", "2", "1") was translated."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value_text: Any = str(value)
+    else:
+        value_text = value
+    folded = _folded(value_text)
+    if folded in SALIENCE_VALUES:
+        return folded, None
+    if folded in NUMERIC_SALIENCE:
+        canonical = NUMERIC_SALIENCE[folded].value
+        return canonical, f"{field} {value!r} is numeric; stored as {canonical!r}."
+    raise InvalidInput(f"{field} must be one of {_allowed(SALIENCE_VALUES)} (got {value!r}).")
+
+
+def coerce_epistemic_status(value: Any) -> str:
+    folded = _folded(value)
+    if folded in EPISTEMIC_VALUES:
+        return folded
+    raise InvalidInput(
+        f"epistemic_status must be one of {_allowed(EPISTEMIC_VALUES)} (got {value!r})."
+    )
+
+
+def coerce_bool(value: Any, *, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    folded = _folded(value)
+    if folded in {"true", "yes", "1"}:
+        return True
+    if folded in {"false", "no", "0"}:
+        return False
+    raise InvalidInput(f"{field} must be true or false (got {value!r}).")
+
+
+def coerce_int(value: Any, *, field: str, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        number = int(value.strip())
+    else:
+        number = None
+    if number is None or not minimum <= number <= maximum:
+        raise InvalidInput(
+            f"{field} must be a whole number from {minimum} to {maximum} (got {value!r})."
+        )
+    return number
+
+
+def require_text(value: Any, *, field: str, limit: int, why: str = "") -> str:
+    """A non-blank string of at most `limit` characters (kept as written)."""
+    if not isinstance(value, str) or not value.strip():
+        hint = f" {why}" if why else ""
+        raise InvalidInput(f"{field} is required and must be non-blank text.{hint}")
+    return check_length(value, field=field, limit=limit)
+
+
+def check_length(value: str, *, field: str, limit: int) -> str:
+    if len(value) > limit:
+        raise InvalidInput(
+            f"{field} is {len(value):,} characters; the limit is {limit:,}. "
+            "Shorten it (nothing is truncated for you)."
+        )
+    return value
+
+
+def optional_text(value: Any, *, field: str, limit: int = MAX_REFERENCE) -> str | None:
+    """An optional string; blank means "none"."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text (got {type(value).__name__}).")
+    if not value.strip():
+        return None
+    return check_length(value.strip(), field=field, limit=limit)
+
+
+def parse_list_argument(value: Any) -> list[Any]:
+    """A list as models send it: a real list, a JSON-encoded list, or one bare string."""
+    if isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, list):
+                return parsed
+        return [value] if text else []
+    raise InvalidInput("expected a list of strings")
+
+
+def coerce_string_list(
+    value: Any, *, field: str, max_items: int = MAX_LIST_ITEMS, max_length: int = MAX_ITEM_LENGTH
+) -> list[str]:
+    """A list of distinct non-blank strings within the limits of SPEC §2."""
+    if value is None:
+        return []
+    try:
+        items = parse_list_argument(value)
+    except InvalidInput:
+        raise InvalidInput(
+            f"{field} must be a list of strings (got {type(value).__name__})."
+        ) from None
+    result: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise InvalidInput(
+                f"{field} must contain only strings (found {type(item).__name__} {item!r})."
+            )
+        text = item.strip()
+        if not text:
+            continue
+        if len(text) > max_length:
+            raise InvalidInput(
+                f"each entry of {field} may be at most {max_length} characters "
+                f"({text[:30]!r}… has {len(text)})."
+            )
+        if text not in result:
+            result.append(text)
+    if len(result) > max_items:
+        raise InvalidInput(f"{field} may hold at most {max_items} entries (got {len(result)}).")
+    return result
+
+
+def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value.strip())
+        except ValueError:
+            pass
+    raise InvalidInput(
+        f"{field} must be a memory id, a UUID as shown in the catalog (got {value!r})."
+    )
+
+
+def coerce_id_list(value: Any, *, field: str, max_items: int) -> list[uuid.UUID]:
+    raw = coerce_string_list(value, field=field, max_items=max_items, max_length=100)
+    ids: list[uuid.UUID] = []
+    for item in raw:
+        memory_id = coerce_memory_id(item, field=f"each entry of {field}")
+        if memory_id not in ids:
+            ids.append(memory_id)
+    return ids
+
+
+def coerce_since(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return parse_timestamp(value.isoformat())
+    if isinstance(value, str) and value.strip():
+        try:
+            return parse_timestamp(value)
+        except ValueError:
+            pass
+    raise InvalidInput(
+        f"since must be an ISO-8601 date-time such as 2026-01-31T00:00:00Z (got {value!r})."
+    )

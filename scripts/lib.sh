@@ -1,0 +1,56 @@
+# Shared by scripts/serve, scripts/test and .ci/run: find Python >= 3.12 and keep
+# the project's virtual environment (.venv) installed from pyproject.toml.
+# shellcheck shell=bash
+
+TAPROOT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${TAPROOT_VENV:-$TAPROOT_ROOT/.venv}"
+
+# A candidate counts only if it actually runs: pyenv puts shims such as
+# python3.12 on PATH that exist but fail unless that version is selected.
+_python_ok() {
+    "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1
+}
+
+find_python() {
+    local candidate
+    if [ -n "${TAPROOT_PYTHON:-}" ]; then
+        if _python_ok "$TAPROOT_PYTHON"; then echo "$TAPROOT_PYTHON"; return 0; fi
+        echo "TAPROOT_PYTHON=$TAPROOT_PYTHON is not a working Python >= 3.12." >&2
+        return 1
+    fi
+    for candidate in python3.14 python3.13 python3.12 python3 python; do
+        if command -v "$candidate" >/dev/null 2>&1 && _python_ok "$candidate"; then
+            command -v "$candidate"; return 0
+        fi
+    done
+    local root
+    root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+    for candidate in $(ls -d "$root"/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do
+        if _python_ok "$candidate"; then echo "$candidate"; return 0; fi
+    done
+    cat >&2 <<'MSG'
+Taproot needs Python 3.12 or newer (Django 6 requires it), and none was found.
+Install one (for example `pyenv install 3.12` or your system's python3.12 package),
+or point TAPROOT_PYTHON at its interpreter, then run this command again.
+MSG
+    return 1
+}
+
+# Create .venv if needed and (re)install the project whenever pyproject.toml changes.
+ensure_venv() {
+    local extras="${1:-}" python stamp want
+    if [ ! -x "$VENV/bin/python" ] || ! _python_ok "$VENV/bin/python"; then
+        python="$(find_python)" || return 1
+        echo "Creating virtual environment in $VENV with $("$python" --version)" >&2
+        rm -rf "$VENV"
+        "$python" -m venv "$VENV" || return 1
+    fi
+    stamp="$VENV/.taproot-installed"
+    want="$(sha256sum "$TAPROOT_ROOT/pyproject.toml" | cut -d' ' -f1)[$extras]"
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "Installing Taproot${extras:+ with [$extras]} into $VENV ..." >&2
+        "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2 || return 1
+        "$VENV/bin/python" -m pip install --quiet -e "$TAPROOT_ROOT${extras:+[$extras]}" >&2 || return 1
+        echo "$want" > "$stamp"
+    fi
+}

@@ -1,0 +1,91 @@
+import os
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from memories.indexing import refresh_hashes, reindex
+from memories.models import Memory
+from memories.services._common import last_touch_of
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+def running_in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def require_tool(available: bool, reason: str) -> None:
+    """Skip when a tool the test needs is missing, except in CI where that is a failure."""
+    if available:
+        return
+    if running_in_ci():
+        pytest.fail(f"{reason} (required when CI=true)")
+    pytest.skip(reason)
+
+
+def is_postgres() -> bool:
+    return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    # A file-backed SQLite test database: servers started by tests run in other
+    # processes and threads, which cannot see an in-memory database.
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3"):
+        suffix = os.environ.get("PYTEST_XDIST_WORKER", "")
+        name = settings.BASE_DIR / f".test-db{suffix}.sqlite3"
+        database.setdefault("TEST", {})["NAME"] = str(name)
+
+
+@pytest.fixture
+def user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="alice", password="pw-alice-123")
+
+
+@pytest.fixture
+def other_user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="bob", password="pw-bob-123")
+
+
+@pytest.fixture
+def make_memory(user: Any) -> Callable[..., Memory]:
+    """Write a memory straight through the ORM (any field, drift included), indexed."""
+
+    def make(**overrides: Any) -> Memory:
+        values: dict[str, Any] = {
+            "id": uuid.uuid4(),
+            "owner": user,
+            "category": "episodic",
+            "content": "A plain memory.",
+            "gist": "A plain memory",
+            "salience": "medium",
+            "created_at": NOW,
+            "updated_at": NOW,
+        }
+        values.update(overrides)
+        memory = Memory(**values)
+        memory.last_touched_at = overrides.get(
+            "last_touched_at", last_touch_of(memory.updated_at, memory.last_retrieved)
+        )
+        refresh_hashes(memory)
+        memory.save(force_insert=True)
+        reindex([memory])
+        return memory
+
+    return make
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    # Suites that do not depend on the database backend (browser, conformance,
+    # Inspector) run once per CI run: the second pass sets TAPROOT_SKIP_ONCE_PER_RUN.
+    if os.environ.get("TAPROOT_SKIP_ONCE_PER_RUN") != "1":
+        return
+    skip = pytest.mark.skip(reason="runs once per CI run, in the SQLite pass")
+    for item in items:
+        if item.get_closest_marker("once_per_run"):
+            item.add_marker(skip)
