@@ -37,8 +37,8 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     # processes and threads, which cannot see an in-memory database.
     database = settings.DATABASES["default"]
     if database["ENGINE"].endswith("sqlite3"):
-        suffix = os.environ.get("PYTEST_XDIST_WORKER", "")
-        name = settings.BASE_DIR / f".test-db{suffix}.sqlite3"
+        # One file per pytest process, so parallel runs on one checkout never collide.
+        name = settings.BASE_DIR / f".test-db-{os.getpid()}.sqlite3"
         database.setdefault("TEST", {})["NAME"] = str(name)
 
 
