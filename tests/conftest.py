@@ -89,3 +89,17 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     for item in items:
         if item.get_closest_marker("once_per_run"):
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def live_server_process(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: Any
+) -> Any:
+    """One uvicorn server for the session, on the test database (see tests/live_server.py)."""
+    from tests.live_server import run_server
+
+    with (
+        django_db_blocker.unblock(),
+        run_server(tmp_dir=tmp_path_factory.mktemp("server")) as server,
+    ):
+        yield server

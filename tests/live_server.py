@@ -1,0 +1,123 @@
+"""A real uvicorn server in a child process, serving the test database.
+
+The child cannot see pytest-django's connection, so it gets the test database's name
+through DATABASE_URL (SQLite tests use a file-backed test database, see conftest).
+Tests that talk to it must commit their data: `@pytest.mark.django_db(transaction=True)`.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_database_url() -> str:
+    """DATABASE_URL naming the database this test session really uses."""
+    database = connection.settings_dict
+    if database["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(database['NAME']).resolve()}"
+    user = quote(database["USER"] or "")
+    password = f":{quote(database['PASSWORD'])}" if database["PASSWORD"] else ""
+    host = database["HOST"] or "127.0.0.1"
+    port = f":{database['PORT']}" if database["PORT"] else ""
+    return f"postgres://{user}{password}@{host}{port}/{database['NAME']}"
+
+
+@dataclass
+class LiveServer:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@contextmanager
+def run_server(
+    *,
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+    tmp_dir: Path,
+    app: str = "taproot_site.asgi:application",
+) -> Iterator[LiveServer]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    child_env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "TAPROOT_PUBLIC_URL": url,
+        "DEBUG": "1" if settings.DEBUG else "0",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    log_path = tmp_dir / f"uvicorn-{port}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                app,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lifespan",
+                "on",
+                "--workers",
+                str(workers),
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=child_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    server = LiveServer(url=url, process=process, log_path=log_path)
+    try:
+        _wait_until_healthy(server)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_until_healthy(server: LiveServer, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"uvicorn exited early:\n{server.log()}")
+        try:
+            with urllib.request.urlopen(f"{server.url}/healthz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"uvicorn did not become healthy in {timeout} s:\n{server.log()}")
