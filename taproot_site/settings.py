@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "oauth2_provider",
     "memories",
+    "mcp_bridge",
 ]
 
 MIDDLEWARE = [

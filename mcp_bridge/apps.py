@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class MCPBridgeConfig(AppConfig):
+    """The MCP server Claude talks to and its OAuth glue. No models of its own."""
+
+    name = "mcp_bridge"
+    verbose_name = "MCP bridge"
