@@ -1,0 +1,68 @@
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from bench.loading import ensure_users, load_bulk, load_through_services
+from bench.synthetic import generate_store
+from memories.models import Memory, MemoryTag, MemoryToken, Revision
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+def _snapshot(owners: list[Any], to_generated: dict[uuid.UUID, uuid.UUID]) -> dict[str, Any]:
+    """Every memory, token and tag row of these owners, keyed by generated id and name."""
+
+    def gid(pk: uuid.UUID) -> uuid.UUID:
+        return to_generated.get(pk, pk)
+
+    memories = {}
+    for memory in Memory.objects.filter(owner__in=owners):
+        values = {
+            f.attname: getattr(memory, f.attname)
+            for f in Memory._meta.concrete_fields
+            if f.attname not in {"id", "owner_id"}
+        }
+        values["owner"] = memory.owner.username.split("/")[-1]
+        values["linked_memories"] = [str(gid(uuid.UUID(i))) for i in memory.linked_memories]
+        memories[gid(memory.pk)] = values
+    tokens = {
+        (gid(memory_id), key, in_keywords)
+        for memory_id, key, in_keywords in MemoryToken.objects.filter(owner__in=owners).values_list(
+            "memory_id", "key", "in_keywords"
+        )
+    }
+    tags = {
+        (gid(memory_id), key)
+        for memory_id, key in MemoryTag.objects.filter(owner__in=owners).values_list(
+            "memory_id", "key"
+        )
+    }
+    return {"memories": memories, "tokens": tokens, "tags": tags}
+
+
+@pytest.mark.django_db
+def test_bulk_path_writes_the_rows_the_services_write() -> None:
+    store = generate_store(size=30, now=NOW, seed=11, other_users=1)
+    names = [store.owner, *store.others]
+    via_services = ensure_users(f"services/{name}" for name in names)
+    in_bulk = ensure_users(f"bulk/{name}" for name in names)
+
+    stored = load_through_services(
+        store.memories, {name: via_services[f"services/{name}"] for name in names}
+    )
+    load_bulk(store.memories, {name: in_bulk[f"bulk/{name}"] for name in names})
+
+    to_generated = {stored_id: generated for generated, stored_id in stored.items()}
+    services_rows = _snapshot(list(via_services.values()), to_generated)
+    bulk_rows = _snapshot(list(in_bulk.values()), {})
+    assert len(services_rows["memories"]) == len(store.memories) == 30 + 10
+    assert sum(m.retrieval_count for m in store.memories) > 0
+    assert any(m.updated_at > m.created_at for m in store.memories)
+    assert any(m.linked_memories for m in store.memories)
+    assert services_rows["memories"] == bulk_rows["memories"]
+    assert services_rows["tokens"] == bulk_rows["tokens"]
+    assert services_rows["tags"] == bulk_rows["tags"]
+    # Replaying an update with unchanged values leaves no revision behind.
+    assert not Revision.objects.exists()
