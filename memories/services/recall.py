@@ -64,7 +64,8 @@ def parse_filters(
             warnings.append(warning)
     clean_ids = None
     if ids is not None:
-        clean_ids = coerce_id_list(ids, field="ids", max_items=MAX_RECALL_IDS)
+        # An empty list (however encoded) asks for no particular ids: it does not filter.
+        clean_ids = coerce_id_list(ids, field="ids", max_items=MAX_RECALL_IDS) or None
     tag_list = coerce_string_list(
         tags, field="tags", max_items=MAX_LIST_ITEMS, max_length=MAX_ITEM_LENGTH
     )
@@ -128,8 +129,6 @@ def recall(
     now: datetime | None = None,
 ) -> dict[str, Any]:
     now = now_or(now)
-    if isinstance(ids, list | str) and not ids:
-        ids = None
     filters = parse_filters(
         query=query, category=category, ids=ids, tags=tags, since=since, limit=limit
     )

@@ -17,7 +17,6 @@ from memories.validation import (
     coerce_bool,
     coerce_category,
     coerce_epistemic_status,
-    coerce_id_list,
     coerce_salience,
     coerce_string_list,
     optional_text,
@@ -86,9 +85,11 @@ def remember(
         fields["tags"] = coerce_string_list(tags, field="tags")
     if search_keywords is not None:
         fields["search_keywords"] = coerce_string_list(search_keywords, field="search_keywords")
-    link_ids = None
+    links = None
     if linked_memories is not None:
-        link_ids = coerce_id_list(linked_memories, field="linked_memories", max_items=MAX_LINKS)
+        links = coerce_string_list(
+            linked_memories, field="linked_memories", max_items=MAX_LINKS, max_length=100
+        )
 
     with transaction.atomic():
         if update_id is not None:
@@ -100,19 +101,29 @@ def remember(
                 )
         else:
             memory = Memory(id=uuid.uuid4(), owner=owner, created_at=now)
-        if link_ids is not None:
-            fields["linked_memories"] = _own_links(owner, link_ids, memory.pk, warnings)
+        if links is not None:
+            fields["linked_memories"] = _own_links(owner, links, memory.pk, warnings)
         if update_id is None:
             return _create(memory, fields, warnings, now)
         return _update(memory, fields, warnings, source, now)
 
 
-def _own_links(
-    owner: Any, ids: list[uuid.UUID], self_id: uuid.UUID, warnings: list[str]
-) -> list[str]:
+def _own_links(owner: Any, links: list[str], self_id: uuid.UUID, warnings: list[str]) -> list[str]:
+    """The caller's existing memories among `links`; anything else is dropped with a warning
+    (a malformed id names no memory, just like an unknown one)."""
+    ids: list[uuid.UUID] = []
+    dropped: list[str] = []
+    for link in links:
+        try:
+            memory_id = uuid.UUID(link)
+        except ValueError:
+            dropped.append(link)
+            continue
+        if memory_id not in ids:
+            ids.append(memory_id)
     known = set(Memory.objects.for_owner(owner).filter(pk__in=ids).values_list("pk", flat=True))
     kept = [str(i) for i in ids if i in known and i != self_id]
-    dropped = [str(i) for i in ids if i not in known]
+    dropped.extend(str(i) for i in ids if i not in known)
     if dropped:
         warnings.append(
             "linked_memories: dropped ids that are not your memories: " + ", ".join(dropped)
