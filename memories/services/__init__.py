@@ -16,6 +16,7 @@ from memories.services.curation import (
     set_curation,
     unarchive,
 )
+from memories.services.normalise import migrate
 from memories.services.recall import rank_memories, recall
 from memories.services.reflect import reflect, status
 from memories.services.remember import remember
@@ -27,6 +28,7 @@ __all__ = [
     "delete",
     "edit_gist",
     "forget",
+    "migrate",
     "promote",
     "rank_memories",
     "recall",

@@ -1,0 +1,49 @@
+"""Helpers for the bulk writes of migrate, import and restore: revisions as unsaved rows
+(for bulk_create) and re-indexing in batches."""
+
+import copy
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from memories.indexing import reindex
+from memories.models import TRACKED_FIELDS, Memory, Revision
+from memories.timeutil import isoformat
+
+WRITE_BATCH = 500
+
+
+def stored_state(memory: Memory) -> dict[str, Any]:
+    """The tracked fields as a revision keeps them, drifted values kept as stored."""
+    state = {name: copy.deepcopy(getattr(memory, name)) for name in TRACKED_FIELDS}
+    state["archived_at"] = isoformat(memory.archived_at)
+    return state
+
+
+def revision_for(
+    memory: Memory, before: dict[str, Any], *, source: str, action: str, now: datetime
+) -> Revision | None:
+    """An unsaved revision of this change when a tracked field changed, else None."""
+    after = stored_state(memory)
+    changed = [name for name in after if after[name] != before.get(name)]
+    if not changed:
+        return None
+    return Revision(
+        memory_id=memory.pk,
+        owner_id=memory.owner_id,
+        source=source,
+        action=action,
+        created_at=now,
+        changed_fields=changed,
+        before=before,
+        after=after,
+    )
+
+
+def save_revisions(revisions: Sequence[Revision | None]) -> None:
+    Revision.objects.bulk_create([r for r in revisions if r is not None], batch_size=WRITE_BATCH)
+
+
+def reindex_in_batches(memories: Sequence[Memory]) -> None:
+    for start in range(0, len(memories), WRITE_BATCH):
+        reindex(memories[start : start + WRITE_BATCH])

@@ -1,0 +1,379 @@
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from memories import services
+from memories.models import Memory, MemoryTag, Revision, Snapshot
+from memories.services.normalise import (
+    auto_gist,
+    migrate,
+    normalise,
+    normalise_list,
+    normalise_salience,
+)
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.django_db
+
+LATER = NOW + timedelta(days=2)
+
+
+def stored(memory):
+    fresh = Memory.objects.get(pk=memory.pk)
+    return {f.attname: getattr(fresh, f.attname) for f in Memory._meta.concrete_fields}
+
+
+@pytest.mark.parametrize(
+    ("legacy", "canonical"),
+    [
+        ("active_threads", "active_thread"),
+        ("identity_observations", "identity"),
+        ("relationship_texture", "relationship"),
+        ("event", "episodic"),
+        ("project", "active_thread"),
+        ("completed_project", "episodic"),
+        ("undefined", "error"),
+        ("banana", "error"),
+        ("", "error"),
+        ("  Identity ", "identity"),
+        ("  PROJECT", "active_thread"),
+    ],
+)
+def test_categories_are_mapped_to_canonical_ones(make_memory, user, legacy, canonical):
+    memory = make_memory(category=legacy)
+
+    migrate(owner=user, now=LATER)
+
+    assert Memory.objects.get(pk=memory.pk).category == canonical
+
+
+@pytest.mark.parametrize(
+    ("drifted", "canonical"),
+    [
+        ("3", "high"),
+        ("2", "medium"),
+        ("1", "low"),
+        (" 3 ", "high"),
+        (3, "high"),  # saved through the ORM as the string "3"
+        ("HIGH", "high"),
+        (" Low", "low"),
+        ("urgent", "medium"),
+        ("4", "medium"),
+        ("", "medium"),
+    ],
+)
+def test_salience_is_mapped_to_canonical_values(make_memory, user, drifted, canonical):
+    memory = make_memory(salience=drifted)
+
+    migrate(owner=user, now=LATER)
+
+    assert Memory.objects.get(pk=memory.pk).salience == canonical
+
+
+@pytest.mark.parametrize(
+    ("drifted", "canonical"),
+    [(3, "high"), (2.0, "medium"), (1, "low"), (7, "medium"), (True, "medium"), (None, "medium")],
+)
+def test_numeric_salience_values_are_read_as_numbers(drifted, canonical):
+    assert normalise_salience(drifted) == canonical
+
+
+@pytest.mark.parametrize(
+    ("drifted", "clean"),
+    [
+        ('["work", "tea"]', ["work", "tea"]),
+        (' ["spaced"] ', ["spaced"]),
+        ("solo", ["solo"]),
+        ("[not json", ["[not json"]),
+        ('{"a": 1}', ['{"a": 1}']),
+        ("   ", []),
+        (["kept", 3, None, {"x": 1}, "also"], ["kept", "also"]),
+        ('["a", 2, "b"]', ["a", "b"]),
+        (None, []),
+        (42, []),
+    ],
+)
+def test_list_fields_are_parsed_and_cleaned(drifted, clean):
+    assert normalise_list(drifted) == clean
+
+
+def test_every_list_field_of_a_stored_memory_is_normalised(make_memory, user):
+    link = make_memory()
+    memory = make_memory(
+        tags="solo",
+        search_keywords='["alpha", "beta"]',
+        linked_memories=f'["{link.pk}"]',
+    )
+
+    migrate(owner=user, now=LATER)
+
+    fresh = Memory.objects.get(pk=memory.pk)
+    assert fresh.tags == ["solo"]
+    assert fresh.search_keywords == ["alpha", "beta"]
+    assert fresh.linked_memories == [str(link.pk)]
+
+
+@pytest.mark.parametrize(
+    ("content", "gist"),
+    [
+        ("I like tea. And also coffee.", "I like tea."),
+        ("Is this it? Yes.", "Is this it?"),
+        ("Stop! Now.", "Stop!"),
+        ("Version 2.5 shipped today. Then more.", "Version 2.5 shipped today."),
+        ("Line one.\nLine two.", "Line one."),
+        ("No terminator at all", "No terminator at all"),
+        ("Ends with a dot.", "Ends with a dot."),
+        ("Really?! Yes indeed.", "Really?!"),
+        (
+            "one two three four five six seven eight nine ten eleven twelve thirteen "
+            "fourteen fifteen.",
+            "one two three four five six seven eight nine ten eleven twelve thirteen "
+            "fourteen fifteen.",
+        ),
+        (
+            "one two three four five six seven eight nine ten eleven twelve thirteen "
+            "fourteen fifteen sixteen. Second sentence.",
+            "one two three four five six seven eight nine ten eleven twelve thirteen "
+            "fourteen fifteen…",
+        ),
+        ("  Leading   spaces   collapse.  Next.", "Leading spaces collapse."),
+    ],
+)
+def test_auto_gist_takes_the_first_sentence_up_to_fifteen_words(content, gist):
+    assert auto_gist(content) == gist
+
+
+def test_an_auto_gist_of_huge_words_still_fits_the_gist_limit():
+    gist = auto_gist("x" * 5000)
+
+    assert len(gist) == 300
+    assert gist.endswith("…")
+
+
+@pytest.mark.parametrize("missing", ["", "   "])
+def test_a_missing_gist_is_made_from_the_content_and_flagged(make_memory, user, missing):
+    memory = make_memory(gist=missing, content="Walks the dog at six. Every day.")
+
+    migrate(owner=user, now=LATER)
+
+    fresh = Memory.objects.get(pk=memory.pk)
+    assert fresh.gist == "Walks the dog at six."
+    assert fresh.gist_autogenerated is True
+
+
+def test_a_written_gist_is_kept(make_memory, user):
+    memory = make_memory(gist="My own words", category="event")
+
+    migrate(owner=user, now=LATER)
+
+    fresh = Memory.objects.get(pk=memory.pk)
+    assert fresh.gist == "My own words"
+    assert fresh.gist_autogenerated is False
+
+
+def test_epistemic_status_and_counters_get_canonical_values_or_defaults(make_memory, user):
+    odd = make_memory(epistemic_status=" Observed", replication_count=-3)
+    unknown = make_memory(epistemic_status="probably")
+
+    migrate(owner=user, now=LATER)
+
+    assert Memory.objects.get(pk=odd.pk).epistemic_status == "observed"
+    assert Memory.objects.get(pk=odd.pk).replication_count == 0
+    assert Memory.objects.get(pk=unknown.pk).epistemic_status == "unvalidated"
+
+
+def test_created_at_falls_back_to_updated_at(user):
+    memory = Memory(
+        owner=user,
+        category="episodic",
+        content="No creation time.",
+        gist="No creation time",
+        created_at=None,
+        updated_at=NOW,
+        last_touched_at=NOW,
+    )
+
+    changed = normalise(memory)
+
+    assert "created_at" in changed
+    assert memory.created_at == NOW
+
+
+def test_content_updated_at_and_last_touch_are_never_changed(make_memory, user):
+    memory = make_memory(
+        category="event",
+        salience="3",
+        gist="",
+        tags="x",
+        content="  Odd   spacing, kept as written.  ",
+        updated_at=NOW - timedelta(days=100),
+        last_retrieved=NOW - timedelta(days=10),
+    )
+    before = stored(memory)
+
+    migrate(owner=user, now=LATER)
+
+    after = stored(memory)
+    assert after["content"] == before["content"]
+    assert after["updated_at"] == before["updated_at"]
+    assert after["last_touched_at"] == NOW - timedelta(days=10)
+    assert after["created_at"] == before["created_at"]
+
+
+def test_a_snapshot_of_the_affected_records_is_written_before_any_change(make_memory, user):
+    drifted = make_memory(category="event", salience="3", tags="solo")
+    make_memory()  # already canonical: not part of the snapshot
+
+    reply = migrate(owner=user, now=LATER)
+
+    snapshot = Snapshot.objects.get(pk=reply["snapshot_id"])
+    assert snapshot.reason == "before-migrate"
+    assert snapshot.owner == user
+    assert snapshot.memory_count == 1
+    assert snapshot.records["whole_store"] is False
+    [value] = snapshot.records["memories"]
+    assert value["id"] == str(drifted.pk)
+    assert (value["category"], value["salience"], value["tags"]) == ("event", "3", "solo")
+
+
+def test_the_reply_counts_records_and_categories(make_memory, user):
+    make_memory(category="event")
+    make_memory(category="project")
+    make_memory(category="episodic")
+    make_memory(category="identity")
+
+    reply = migrate(owner=user, now=LATER)
+
+    assert reply["status"] == "ok"
+    assert reply["dry_run"] is False
+    assert (reply["migrated"], reply["already_migrated"], reply["total"]) == (2, 2, 4)
+    assert reply["category_counts_before"] == {
+        "episodic": 1,
+        "event": 1,
+        "identity": 1,
+        "project": 1,
+    }
+    assert reply["category_counts_after"] == {"active_thread": 1, "episodic": 2, "identity": 1}
+
+
+def test_a_second_run_changes_nothing_and_writes_no_snapshot(make_memory, user):
+    make_memory(category="event", gist="", tags='["a"]')
+    make_memory(salience="1")
+    migrate(owner=user, now=LATER)
+    state = [stored(m) for m in Memory.objects.all()]
+    snapshots, revisions = Snapshot.objects.count(), Revision.objects.count()
+
+    reply = migrate(owner=user, now=LATER + timedelta(hours=1))
+
+    assert (reply["migrated"], reply["already_migrated"], reply["total"]) == (0, 2, 2)
+    assert reply["snapshot_id"] is None
+    assert "nothing changed" in reply["message"]
+    assert [stored(m) for m in Memory.objects.all()] == state
+    assert (Snapshot.objects.count(), Revision.objects.count()) == (snapshots, revisions)
+
+
+def test_a_dry_run_reports_what_would_change_and_changes_nothing(make_memory, user):
+    memory = make_memory(category="event", salience="3", gist="", tags="solo")
+    make_memory()
+    before = stored(memory)
+
+    reply = migrate(owner=user, dry_run=True, now=LATER)
+
+    assert reply["dry_run"] is True
+    assert (reply["migrated"], reply["already_migrated"]) == (1, 1)
+    assert reply["snapshot_id"] is None
+    assert reply["category_counts_after"] == {"episodic": 2}
+    assert "Nothing was changed" in reply["message"]
+    assert stored(memory) == before
+    assert not Snapshot.objects.exists()
+    assert not Revision.objects.exists()
+
+
+def test_tracked_changes_keep_a_revision_from_migrate(make_memory, user):
+    memory = make_memory(category="event", salience="3")
+    untracked = make_memory(search_keywords="kw")
+
+    migrate(owner=user, now=LATER)
+
+    revision = Revision.objects.get(memory=memory)
+    assert revision.source == "migrate"
+    assert revision.created_at == LATER
+    assert set(revision.changed_fields) == {"category", "salience"}
+    assert (revision.before["category"], revision.before["salience"]) == ("event", "3")
+    assert (revision.after["category"], revision.after["salience"]) == ("episodic", "high")
+    assert not Revision.objects.filter(memory=untracked).exists()
+    assert Memory.objects.get(pk=untracked.pk).search_keywords == ["kw"]
+
+
+def test_recall_reads_the_normalised_fields(make_memory, user):
+    memory = make_memory(
+        gist="",
+        content="Marmalade recipe from grandmother. With oranges.",
+        tags='["kitchen", "family"]',
+    )
+
+    migrate(owner=user, now=LATER)
+
+    assert set(MemoryTag.objects.filter(memory=memory).values_list("key", flat=True)) == {
+        "kitchen",
+        "family",
+    }
+    by_tag = services.recall(owner=user, tags=["family"], now=LATER)
+    assert [r["id"] for r in by_tag["results"]] == [str(memory.pk)]
+    by_gist = services.recall(owner=user, query="grandmother", now=LATER)
+    assert [r["id"] for r in by_gist["results"]] == [str(memory.pk)]
+
+
+def test_migrate_for_one_owner_leaves_other_users_alone(make_memory, user, other_user):
+    mine = make_memory(category="event")
+    theirs = make_memory(owner=other_user, category="event")
+
+    migrate(owner=user, now=LATER)
+
+    assert Memory.objects.get(pk=mine.pk).category == "episodic"
+    assert Memory.objects.get(pk=theirs.pk).category == "event"
+
+
+def test_migrate_without_an_owner_covers_every_user_with_a_snapshot_each(
+    make_memory, user, other_user
+):
+    make_memory(category="event")
+    make_memory(owner=other_user, category="project")
+    make_memory(owner=other_user)
+
+    reply = migrate(now=LATER)
+
+    assert (reply["migrated"], reply["total"]) == (2, 3)
+    assert len(reply["snapshot_ids"]) == 2
+    assert {s.owner_id for s in Snapshot.objects.all()} == {user.pk, other_user.pk}
+    assert sorted((u["user"], u["migrated"]) for u in reply["users"]) == [
+        ("alice", 1),
+        ("bob", 1),
+    ]
+    assert not Memory.objects.exclude(category__in=["episodic", "active_thread"]).exists()
+
+
+def test_migrate_is_exported_by_the_services_package(make_memory, user):
+    make_memory(category="event")
+
+    reply = services.migrate(owner=user, now=LATER)
+
+    assert reply["migrated"] == 1
+
+
+def _count_queries(user, make_memory, n):
+    for i in range(n):
+        make_memory(category="event", gist="", tags=f'["t{i}"]', content=f"Memory {i}. More.")
+    with CaptureQueriesContext(connection) as queries:
+        migrate(owner=user, now=LATER)
+    Memory.objects.all().delete()
+    return len(queries)
+
+
+def test_migrate_runs_a_fixed_number_of_queries_whatever_the_store_size(user, make_memory):
+    few = _count_queries(user, make_memory, 3)
+    many = _count_queries(user, make_memory, 60)
+
+    assert many == few
