@@ -126,6 +126,11 @@ def normalise_list(value: Any) -> list[str]:
 
 
 def _count(value: Any) -> int:
+    """A non-negative whole number; anything else gets the default, 0."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     return 0

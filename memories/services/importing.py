@@ -1,0 +1,358 @@
+"""Import a store: our own export, an original Taproot (Cloudflare KV) backup, or a bare
+JSON array of memory records (SPEC §7).
+
+The whole file is read and checked before anything is written: one bad record refuses
+the file and changes nothing. Then, in one transaction: a snapshot of the whole store,
+the new records (normalised by the same function migrate uses), and the normalisation
+of the records already there.
+"""
+
+import copy
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from memories.errors import InvalidInput
+from memories.indexing import refresh_hashes
+from memories.models import ChangeSource, Closing, Memory
+from memories.services._bulk import (
+    WRITE_BATCH,
+    reindex_in_batches,
+    revision_for,
+    save_revisions,
+    stored_state,
+)
+from memories.services._common import last_touch_of, now_or
+from memories.services.exporting import CLOSING_PREFIX, EXPORT_FORMAT, MEMORY_PREFIX
+from memories.services.normalise import normalise, normalise_list, normalise_stored
+from memories.services.snapshots import take_snapshot
+from memories.timeutil import parse_timestamp
+from memories.validation import coerce_bool
+
+# Reserved tags of the original Taproot.
+ARCHIVE_PENDING = "_archive_pending"
+COMPRESS_PENDING = "_compress_pending"
+ORIGINAL_ARCHIVE_REASON = "archived in the original"
+SHAPES = (
+    "an export envelope (an object with an 'entries' list of {key, value, metadata}) or a "
+    "JSON array of memory records"
+)
+
+
+class BadFile(InvalidInput):
+    def __init__(self, problem: str) -> None:
+        super().__init__(
+            f"The file was not imported: {problem}. Nothing was changed; fix the file and "
+            "import it again."
+        )
+
+
+@dataclass
+class Incoming:
+    """What the file holds, checked and turned into unsaved rows."""
+
+    memories: list[tuple[str, Memory]] = field(default_factory=list)
+    closings: list[tuple[str, Closing]] = field(default_factory=list)
+    ignored_keys: int = 0
+
+
+def import_store(*, owner: Any, data: Any, now: datetime | None = None) -> dict[str, Any]:
+    """Import `data` (the file's text or bytes, or its parsed JSON) into owner's store."""
+    now = now_or(now)
+    incoming = read_file(data, owner_id=owner.pk, now=now)
+    with transaction.atomic():
+        return _load(incoming, owner_id=owner.pk, now=now)
+
+
+# Reading and checking the file ---------------------------------------------------------
+
+
+def read_file(data: Any, *, owner_id: int, now: datetime) -> Incoming:
+    if isinstance(data, bytes | str):
+        try:
+            data = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise BadFile(f"it is not JSON ({error})") from None
+    incoming = Incoming()
+    if isinstance(data, list):
+        for index, value in enumerate(data, start=1):
+            label = _record_label(index, value)
+            if not isinstance(value, dict):
+                raise BadFile(f"{label} is not an object")
+            incoming.memories.append((label, _memory(value, None, label, owner_id, now)))
+    elif isinstance(data, dict) and isinstance(data.get("entries"), list):
+        if "format" in data and data["format"] != EXPORT_FORMAT:
+            raise BadFile(
+                f"its format is {data['format']!r}; this version reads {EXPORT_FORMAT!r} and "
+                "backups of the original Taproot"
+            )
+        for index, entry in enumerate(data["entries"], start=1):
+            _read_entry(incoming, index, entry, owner_id, now)
+    else:
+        raise BadFile(f"it is not one of the shapes Taproot reads: {SHAPES}")
+    _refuse_repeats([memory.pk for _, memory in incoming.memories], "memory")
+    _refuse_repeats([closing.pk for _, closing in incoming.closings], "closing")
+    return incoming
+
+
+def _record_label(index: int, value: Any) -> str:
+    if isinstance(value, dict) and isinstance(value.get("id"), str):
+        return f"record {index} (id {value['id'][:60]!r})"
+    return f"record {index}"
+
+
+def _read_entry(incoming: Incoming, index: int, entry: Any, owner_id: int, now: datetime) -> None:
+    if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+        raise BadFile(f"entry {index} is not an object with a text 'key'")
+    key: str = entry["key"]
+    label = f"entry {index} ({key[:80]!r})"
+    if key.startswith(MEMORY_PREFIX):
+        value = _entry_value(entry, label)
+        key_id = key[len(MEMORY_PREFIX) :]
+        incoming.memories.append((label, _memory(value, key_id, label, owner_id, now)))
+    elif key.startswith(CLOSING_PREFIX):
+        value = _entry_value(entry, label)
+        key_id = key[len(CLOSING_PREFIX) :]
+        incoming.closings.append((label, _closing(value, key_id, label, owner_id, now)))
+    else:
+        # Sessions, backups and anything else the original kept in the same namespace.
+        incoming.ignored_keys += 1
+
+
+def _entry_value(entry: dict[str, Any], label: str) -> dict[str, Any]:
+    value = entry.get("value")
+    if isinstance(value, str):
+        # Cloudflare KV hands values back as text unless asked for JSON.
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, dict):
+        raise BadFile(f"{label} has no record object as its value")
+    return value
+
+
+def _id(value: dict[str, Any], key_id: str | None, label: str) -> uuid.UUID:
+    raw = value.get("id", key_id)
+    try:
+        pk = uuid.UUID(raw.strip()) if isinstance(raw, str) else None
+    except ValueError:
+        pk = None
+    if pk is None:
+        raise BadFile(f"{label} has an id that is not a UUID ({raw!r})")
+    if key_id is not None and "id" in value:
+        try:
+            same = uuid.UUID(key_id.strip()) == pk
+        except ValueError:
+            same = True  # a key without a UUID: the value's id stands
+        if not same:
+            raise BadFile(f"{label} holds a record whose id {raw!r} differs from its key")
+    return pk
+
+
+def _timestamp(value: dict[str, Any], name: str, label: str) -> datetime | None:
+    raw = value.get(name)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if isinstance(raw, str):
+        try:
+            return parse_timestamp(raw)
+        except ValueError:
+            pass
+    raise BadFile(f"{label} has a {name} that is not an ISO-8601 date-time ({raw!r})")
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return value
+    return None
+
+
+def _flag(value: Any) -> bool:
+    try:
+        return coerce_bool(value, field="flag") if value is not None else False
+    except InvalidInput:
+        return False
+
+
+def _provenance(value: Any) -> str | None:
+    # The original sometimes kept provenance as an object; keep it, as JSON text.
+    if value is None or isinstance(value, str):
+        return _text(value)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _memory(
+    value: dict[str, Any], key_id: str | None, label: str, owner_id: int, now: datetime
+) -> Memory:
+    """An unsaved memory holding the record's values as given (normalised later)."""
+    pk = _id(value, key_id, label)
+    content = value.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise BadFile(f"{label} has no content (it must be non-blank text)")
+    source = value.get("source") if isinstance(value.get("source"), dict) else {}
+    created_at = _timestamp(value, "created_at", label)
+    updated_at = _timestamp(value, "updated_at", label) or created_at or now
+    memory = Memory(
+        id=pk,
+        owner_id=owner_id,
+        category=value.get("category"),
+        content=content,
+        gist=value.get("gist") if isinstance(value.get("gist"), str) else "",
+        gist_autogenerated=value.get("gist_autogenerated") is True,
+        salience=value.get("salience"),
+        core=_flag(value.get("core")),
+        tags=copy.deepcopy(value.get("tags", [])),
+        search_keywords=copy.deepcopy(value.get("search_keywords", [])),
+        linked_memories=copy.deepcopy(value.get("linked_memories", [])),
+        conversation_url=_text(value.get("conversation_url"))
+        or _text(source.get("conversation_url")),
+        conversation_id=_text(value.get("conversation_id")) or _text(source.get("conversation_id")),
+        transcript_ref=_text(value.get("transcript_ref")) or _text(source.get("transcript_ref")),
+        provenance=_provenance(value.get("provenance")),
+        epistemic_status=value.get("epistemic_status"),
+        replication_count=value.get("replication_count"),
+        compression_level=value.get("compression_level"),
+        created_at=created_at or updated_at,
+        updated_at=updated_at,
+        last_retrieved=_timestamp(value, "last_retrieved", label),
+        retrieval_count=value.get("retrieval_count"),
+        archived_at=_timestamp(value, "archived_at", label),
+        archive_reason=_text(value.get("archive_reason")),
+    )
+    memory.last_touched_at = last_touch_of(memory.updated_at, memory.last_retrieved)
+    refresh_hashes(memory)
+    return memory
+
+
+def _closing(
+    value: dict[str, Any], key_id: str | None, label: str, owner_id: int, now: datetime
+) -> Closing:
+    pk = _id(value, key_id, label)
+    reflection = value.get("reflection")
+    if not isinstance(reflection, str) or not reflection.strip():
+        raise BadFile(f"{label} has no reflection (it must be non-blank text)")
+    return Closing(
+        id=pk,
+        owner_id=owner_id,
+        reflection=reflection,
+        conversation_title=_text(value.get("conversation_title")),
+        conversation_url=_text(value.get("conversation_url")),
+        created_at=_timestamp(value, "created_at", label) or now,
+    )
+
+
+def _refuse_repeats(ids: list[uuid.UUID], kind: str) -> None:
+    seen: set[uuid.UUID] = set()
+    for pk in ids:
+        if pk in seen:
+            raise BadFile(f"the {kind} id {pk} appears more than once")
+        seen.add(pk)
+
+
+# Loading -------------------------------------------------------------------------------
+
+
+def apply_original_quirks(memory: Memory) -> bool:
+    """Turn the original's reserved tags into state; True when one was found."""
+    tags = normalise_list(memory.tags)
+    folded = [tag.strip().lower() for tag in tags]
+    if ARCHIVE_PENDING not in folded and COMPRESS_PENDING not in folded:
+        return False
+    if ARCHIVE_PENDING in folded and memory.archived_at is None:
+        memory.archived_at = memory.updated_at
+        memory.archive_reason = memory.archive_reason or ORIGINAL_ARCHIVE_REASON
+    memory.tags = [
+        tag
+        for tag, key in zip(tags, folded, strict=True)
+        if key not in (ARCHIVE_PENDING, COMPRESS_PENDING)
+    ]
+    return True
+
+
+def _owners_of(model: type[Memory] | type[Closing], ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    owners: dict[uuid.UUID, int] = {}
+    for start in range(0, len(ids), WRITE_BATCH):
+        chunk = ids[start : start + WRITE_BATCH]
+        owners.update(model.objects.filter(pk__in=chunk).values_list("pk", "owner_id"))
+    return owners
+
+
+def _remap_links(links: list[str], new_ids: dict[uuid.UUID, uuid.UUID]) -> list[str]:
+    remapped = []
+    for link in links:
+        try:
+            target = uuid.UUID(link.strip())
+        except ValueError:
+            remapped.append(link)
+            continue
+        remapped.append(str(new_ids[target]) if target in new_ids else link)
+    return remapped
+
+
+def _load(incoming: Incoming, *, owner_id: int, now: datetime) -> dict[str, Any]:
+    memory_owners = _owners_of(Memory, [m.pk for _, m in incoming.memories])
+    closing_owners = _owners_of(Closing, [c.pk for _, c in incoming.closings])
+    new_memories = [m for _, m in incoming.memories if memory_owners.get(m.pk) != owner_id]
+    new_closings = [c for _, c in incoming.closings if closing_owners.get(c.pk) != owner_id]
+    skipped = len(incoming.memories) - len(new_memories)
+    closings_skipped = len(incoming.closings) - len(new_closings)
+    new_ids = {m.pk: uuid.uuid4() for m in new_memories if m.pk in memory_owners}
+    reminted = len(new_ids)
+
+    snapshot_id = None
+    normalised_existing = 0
+    revisions = []
+    normalised = 0
+    if new_memories or new_closings:
+        snapshot_id = take_snapshot(owner_id=owner_id, reason="before-import", now=now).pk
+        normalised_existing = normalise_stored(
+            owner_id, source=ChangeSource.IMPORT, now=now, snapshot_reason=None
+        ).migrated
+        for memory in new_memories:
+            before = stored_state(memory)
+            quirks = apply_original_quirks(memory)
+            if normalise(memory) or quirks:
+                normalised += 1
+            memory.linked_memories = _remap_links(memory.linked_memories, new_ids)
+            memory.id = new_ids.get(memory.pk, memory.pk)
+            revisions.append(
+                revision_for(memory, before, source=ChangeSource.IMPORT, action="import", now=now)
+            )
+        for closing in new_closings:
+            if closing.pk in closing_owners:
+                closing.id = uuid.uuid4()
+                reminted += 1
+        Memory.objects.bulk_create(new_memories, batch_size=WRITE_BATCH)
+        Closing.objects.bulk_create(new_closings, batch_size=WRITE_BATCH)
+        save_revisions(revisions)
+        reindex_in_batches(new_memories)
+    return {
+        "status": "ok",
+        "imported": len(new_memories),
+        "skipped": skipped,
+        "reminted": reminted,
+        "closings_imported": len(new_closings),
+        "closings_skipped": closings_skipped,
+        "normalised": normalised,
+        "normalised_existing": normalised_existing,
+        "ignored_keys": incoming.ignored_keys,
+        "snapshot_id": snapshot_id,
+        "message": _message(len(new_memories), len(new_closings), skipped + closings_skipped),
+    }
+
+
+def _message(memories: int, closings: int, skipped: int) -> str:
+    if not memories and not closings:
+        return (
+            f"Nothing new: all {skipped} records are already in your store, so nothing "
+            "changed and no snapshot was written."
+        )
+    text = f"Imported {memories} memories and {closings} closings"
+    if skipped:
+        text += f"; {skipped} already present were skipped"
+    return text + ". The store as it was before is kept in a snapshot."
