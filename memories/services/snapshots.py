@@ -127,13 +127,11 @@ def restore_snapshot(
     with transaction.atomic():
         safety = take_snapshot(owner_id=owner_id, reason="before-restore", now=now)
         ids = [m.pk for m in memories]
-        foreign = list(
-            Memory.objects.filter(pk__in=ids).exclude(owner_id=owner_id).values_list("pk")[:1]
-        )
-        if foreign:
+        foreign = _first_foreign(Memory, ids, owner_id)
+        if foreign is not None:
             raise InvalidInput(
-                f"Snapshot {snapshot.pk} cannot be restored: memory {foreign[0][0]} now belongs "
-                "to another user. Nothing was changed."
+                f"Snapshot {snapshot.pk} cannot be restored: memory {foreign} now belongs to "
+                "another user. Nothing was changed."
             )
         present = Memory.objects.filter(owner_id=owner_id).select_for_update().in_bulk(ids)
         revisions = []
@@ -234,6 +232,23 @@ def closing_from_value(value: dict[str, Any], *, owner_id: int) -> Closing:
     )
 
 
+def _first_foreign(
+    model: type[Memory] | type[Closing], ids: list[uuid.UUID], owner_id: int
+) -> uuid.UUID | None:
+    """The first of these ids that belongs to another user, if any."""
+    for start in range(0, len(ids), WRITE_BATCH):
+        chunk = ids[start : start + WRITE_BATCH]
+        foreign = (
+            model.objects.filter(pk__in=chunk)
+            .exclude(owner_id=owner_id)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if foreign is not None:
+            return foreign
+    return None
+
+
 def _remove_memories_not_in(owner_id: int, keep: set[uuid.UUID]) -> int:
     doomed = [
         pk
@@ -248,9 +263,10 @@ def _remove_memories_not_in(owner_id: int, keep: set[uuid.UUID]) -> int:
 def _restore_closings(owner_id: int, closings: list[Closing]) -> tuple[int, int]:
     """Put the snapshot's closings back and remove the owner's others (whole store only)."""
     ids = {c.pk for c in closings}
-    if Closing.objects.filter(pk__in=ids).exclude(owner_id=owner_id).exists():
+    foreign = _first_foreign(Closing, list(ids), owner_id)
+    if foreign is not None:
         raise InvalidInput(
-            "This snapshot cannot be restored: one of its closings now belongs to another "
+            f"This snapshot cannot be restored: closing {foreign} now belongs to another "
             "user. Nothing was changed."
         )
     present = set(Closing.objects.filter(owner_id=owner_id).values_list("pk", flat=True))
