@@ -1,0 +1,60 @@
+"""One measurement on one database, in its own process (`python -m bench.child …`).
+
+The orchestrator (`python -m bench`) starts one of these per database and size, so each
+gets a fresh Django set up on its own DATABASE_URL. Results go to `--out` as JSON.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.database import setup_django
+
+
+def _service(args: argparse.Namespace) -> dict[str, Any]:
+    from bench import service_bench
+    from bench.timing import RunPlan
+
+    plan = RunPlan(
+        warmup=args.warmup, min_runs=args.min_runs, max_runs=args.max_runs, budget_s=args.budget
+    )
+    return service_bench.run(size=args.size, seed=args.seed, plan=plan, only=args.only)
+
+
+def _retrieval(args: argparse.Namespace) -> dict[str, Any]:
+    from bench import retrieval
+
+    return retrieval.run(data_path=args.data, out_dir=args.out.parent)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.child")
+    sub = parser.add_subparsers(dest="command", required=True)
+    service = sub.add_parser("service", help="service-level latency on a synthetic store")
+    service.add_argument("--size", type=int, required=True)
+    service.add_argument("--seed", type=int, default=7)
+    service.add_argument("--warmup", type=int, default=5)
+    service.add_argument("--min-runs", type=int, default=30)
+    service.add_argument("--max-runs", type=int, default=300)
+    service.add_argument("--budget", type=float, default=3.0, help="seconds per operation")
+    service.add_argument("--only", help="run only operations whose name contains this")
+    quality = sub.add_parser("retrieval", help="LoCoMo retrieval quality")
+    quality.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    for sp in (service, quality):
+        sp.add_argument("--database-url", required=True)
+        sp.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+
+    setup_django(args.database_url)
+    from django.db import connection
+
+    measure = _service if args.command == "service" else _retrieval
+    result = {"backend": connection.vendor, **measure(args)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

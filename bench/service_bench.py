@@ -1,0 +1,203 @@
+"""Service-level latency, in process: every operation the tools perform, timed on a
+synthetic store of a given size (call after `bench.database.setup_django`)."""
+
+import gc
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from bench.database import analyze
+from bench.loading import ensure_users, load_bulk
+from bench.queries import BANDS, QUERY_SIZES, QueryPools, query_pools
+from bench.synthetic import SyntheticStore, fresh_memories, generate_store
+from bench.timing import RunPlan, measure, summarise
+from memories import services
+from memories.models import CATEGORY_ORDER, Memory, MemoryTag, MemoryToken
+from memories.services.recall import parse_filters, rank_memories
+
+RECALL_BY_IDS = 5
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    group: str  # reflect, recall, write, status, migrate
+    call: Callable[[int], object]
+    band: str | None = None
+    query_words: int | None = None
+    # How many memories the operation has to score (recall only), averaged over its inputs.
+    candidates: float | None = None
+
+
+def find_migrate() -> Callable[..., Any] | None:
+    """`memories.services.migrate` once it exists (it is built in parallel with this)."""
+    candidate = getattr(services, "migrate", None)
+    return candidate if callable(candidate) else None
+
+
+def load_store(size: int, seed: int, now: datetime) -> tuple[SyntheticStore, Any, dict[str, Any]]:
+    store = generate_store(size=size, now=now, seed=seed)
+    users = ensure_users([store.owner, *store.others])
+    started = time.perf_counter()
+    load_bulk(store.memories, users)
+    loaded_s = time.perf_counter() - started
+    analyze()
+    facts = {
+        "memories_for_user": size,
+        "memories_in_database": Memory.objects.count(),
+        "token_rows": MemoryToken.objects.count(),
+        "tag_rows": MemoryTag.objects.count(),
+        "core_for_user": sum(m.core for m in store.of(store.owner)),
+        "load_seconds": round(loaded_s, 1),
+        "fingerprint": store.fingerprint(),
+    }
+    return store, users[store.owner], facts
+
+
+def _candidates(owner: Any, now: datetime, **filters: Any) -> int:
+    return len(rank_memories(owner, parse_filters(**filters), now=now))
+
+
+def operations(
+    store: SyntheticStore, owner: Any, pools: QueryPools, *, seed: int
+) -> list[Operation]:
+    now = datetime.now(UTC)
+    own_ids = [str(m.id) for m in store.of(store.owner)]
+    rng = random.Random(f"taproot-bench-ops-{seed}")
+    id_sets = [rng.sample(own_ids, RECALL_BY_IDS) for _ in range(100)]
+    to_update = rng.sample(own_ids, min(len(own_ids), 400))
+    new_memories = list(fresh_memories(seed=seed, now=now, count=700, stream="create"))
+    new_contents = list(fresh_memories(seed=seed, now=now, count=400, stream="update"))
+    categories = list(CATEGORY_ORDER)
+
+    ops = [
+        Operation("reflect", "reflect", lambda i: services.reflect(owner=owner)),
+        Operation("status", "status", lambda i: services.status(owner=owner)),
+    ]
+    for band in BANDS:
+        for size in QUERY_SIZES:
+            pool = pools.queries[band][size]
+            if not pool:
+                continue
+            sample = pool[:10]
+            ops.append(
+                Operation(
+                    f"recall, {size}-word query, {band} words",
+                    "recall",
+                    lambda i, band=band, size=size: services.recall(
+                        owner=owner, query=pools.pick(band, size, i)
+                    ),
+                    band=band,
+                    query_words=size,
+                    candidates=sum(_candidates(owner, now, query=q) for q in sample) / len(sample),
+                )
+            )
+    ops.append(
+        Operation(
+            f"recall by ids ({RECALL_BY_IDS})",
+            "recall",
+            lambda i: services.recall(owner=owner, ids=id_sets[i % len(id_sets)]),
+            candidates=float(RECALL_BY_IDS),
+        )
+    )
+    ops.append(
+        Operation(
+            "recall by category",
+            "recall",
+            lambda i: services.recall(owner=owner, category=categories[i % len(categories)]),
+            candidates=sum(_candidates(owner, now, category=c) for c in categories)
+            / len(categories),
+        )
+    )
+
+    def create(i: int) -> object:
+        memory = new_memories[i % len(new_memories)]
+        return services.remember(
+            owner=owner,
+            category=memory.category,
+            content=memory.content,
+            gist=memory.gist,
+            salience=memory.salience,
+            tags=list(memory.tags),
+            search_keywords=list(memory.search_keywords),
+        )
+
+    def update(i: int) -> object:
+        memory = new_contents[i % len(new_contents)]
+        return services.remember(
+            owner=owner,
+            update_id=to_update[i % len(to_update)],
+            category=memory.category,
+            content=memory.content,
+        )
+
+    ops.append(Operation("remember, create", "write", create))
+    ops.append(Operation("remember, update", "write", update))
+    migrate = find_migrate()
+    if migrate is not None:
+        migrate(owner=owner)  # the store is canonical already; make sure of it once
+        ops.append(
+            Operation("migrate, already migrated", "migrate", lambda i: migrate(owner=owner))
+        )
+    return ops
+
+
+def count_queries(operation: Operation, run: int) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        operation.call(run)
+    return len(captured.captured_queries)
+
+
+def reflect_payload_size(owner: Any) -> dict[str, Any]:
+    payload = services.reflect(owner=owner)
+    return {
+        "bytes": payload.bytes,
+        "kb": payload.kilobytes,
+        "tokens": payload.tokens,
+        "core_count": payload.payload["core_count"],
+        "catalog_lines": payload.payload["catalog_count"],
+        "catalog_cut_by_budget": len(payload.cut),
+        "over_budget": payload.tokens > payload.max_tokens,
+    }
+
+
+def run(*, size: int, seed: int, plan: RunPlan, only: str | None = None) -> dict[str, Any]:
+    now = datetime.now(UTC).replace(microsecond=0)
+    store, owner, facts = load_store(size, seed, now)
+    pools = query_pools(store.of(store.owner), seed=seed)
+    facts["band_words"] = {band: len(words) for band, words in pools.band_words.items()}
+    results = []
+    for operation in operations(store, owner, pools, seed=seed):
+        if only and only not in operation.name:
+            continue
+        gc.collect()
+        samples = measure(operation.call, plan)
+        queries = count_queries(operation, len(samples) + plan.warmup)
+        results.append(
+            {
+                "operation": operation.name,
+                "group": operation.group,
+                "band": operation.band,
+                "query_words": operation.query_words,
+                "candidates": None
+                if operation.candidates is None
+                else round(operation.candidates, 1),
+                "sql_queries": queries,
+                **summarise(samples).as_dict(),
+            }
+        )
+    migrate_available = find_migrate() is not None
+    return {
+        "size": size,
+        "seed": seed,
+        "store": facts,
+        "reflect_payload": reflect_payload_size(owner),
+        "migrate_available": migrate_available,
+        "operations": results,
+    }
