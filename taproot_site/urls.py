@@ -22,6 +22,7 @@ oauth2_patterns = [
 urlpatterns = [
     path("", include((oauth2_patterns, "oauth2_provider"))),
     path("healthz", views.healthz, name="healthz"),
+    path("dashboard/", include("dashboard.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,0 +1,53 @@
+"""Small display helpers for the dashboard templates. None of them marks text safe."""
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django import template
+
+from memories.payload import home_category as payload_home_category
+
+register = template.Library()
+
+
+@register.filter
+def http_url(value: Any) -> str:
+    """The URL when it is an absolute http(s) one (safe to link), else an empty string."""
+    if not isinstance(value, str):
+        return ""
+    url = value.strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    if parts.scheme.lower() in ("http", "https") and parts.netloc:
+        return url
+    return ""
+
+
+@register.filter
+def home_category(value: Any) -> str:
+    """The canonical category a (possibly drifted) one is shown as, for colours."""
+    return payload_home_category(value) if isinstance(value, str) else "error"
+
+
+@register.filter
+def category_label(value: Any) -> str:
+    return str(value).replace("_", " ")
+
+
+@register.filter
+def shown_value(value: Any) -> str:
+    """A revision value as a person reads it."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) if value else "—"
+    return str(value)
+
+
+@register.filter
+def short_id(value: Any) -> str:
+    return str(value)[:8]

@@ -1,0 +1,64 @@
+"""The rest of the store: closing reflections, the export download, connected clients."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.clients import connected_clients, revoke_client
+from memories.jsonutil import dumps
+from memories.models import Closing
+from memories.services.exporting import export_store
+
+CLOSINGS_PAGE_SIZE = 20
+REVOKED_MESSAGE = "Access revoked. The client must ask for your consent again."
+
+
+@login_required
+@require_GET
+def closings(request: HttpRequest) -> HttpResponse:
+    page = Paginator(Closing.objects.for_owner(request.user).newest_first(), CLOSINGS_PAGE_SIZE)
+    return render(
+        request, "dashboard/closings.html", {"page": page.get_page(request.GET.get("page"))}
+    )
+
+
+@never_cache
+@login_required
+@require_GET
+def export(request: HttpRequest) -> HttpResponse:
+    """The whole store as the JSON `import_taproot` reads back."""
+    now = timezone.now()
+    response = HttpResponse(
+        dumps(export_store(owner=request.user, now=now)),
+        content_type="application/json; charset=utf-8",
+    )
+    filename = f"taproot-export-{now:%Y-%m-%d}.json"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_GET
+def clients(request: HttpRequest) -> HttpResponse:
+    return render(request, "dashboard/clients.html", {"clients": connected_clients(request.user)})
+
+
+@login_required
+@require_POST
+def revoke(request: HttpRequest, application_id: int) -> HttpResponse:
+    """Take back every token and grant this client holds for the logged-in user."""
+    if not revoke_client(request.user, application_id):
+        raise Http404("This client holds nothing for you.")
+    if request.htmx:
+        return render(
+            request,
+            "dashboard/clients.html#client-list",
+            {"clients": connected_clients(request.user), "revoked": True},
+        )
+    messages.success(request, REVOKED_MESSAGE)
+    return redirect("dashboard:clients")

@@ -1,0 +1,110 @@
+"""One memory in full: every field, its links, its revisions, and restoring one."""
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.forms import RestoreForm
+from memories.conf import catalog_window_days
+from memories.errors import InvalidInput
+from memories.models import ChangeSource, Memory, Revision
+from memories.services import restore_revision as restore_memory_revision
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    field: str
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True)
+class RevisionView:
+    revision: Revision
+    changes: list[FieldChange]
+
+
+@dataclass(frozen=True)
+class LinkedMemory:
+    id: str
+    memory: Memory | None  # None when the id names nothing of this owner's
+
+
+@login_required
+@require_GET
+def memory_detail(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+    return render(request, "dashboard/memory_detail.html", _detail_context(request, memory_id))
+
+
+@login_required
+@require_POST
+def restore_revision(request: HttpRequest, revision_id: int) -> HttpResponse:
+    """Put the memory back as this revision recorded it (all tracked fields)."""
+    revision = get_object_or_404(Revision, pk=revision_id, owner=request.user)
+    form = RestoreForm(request.POST)
+    error = ""
+    if form.is_valid():
+        try:
+            restore_memory_revision(
+                owner=request.user,
+                revision_id=revision.pk,
+                source=ChangeSource.DASHBOARD,
+                use=form.cleaned_data["use"],
+            )
+        except InvalidInput as refused:
+            error = refused.message
+    else:
+        error = "Choose whether to restore the state before or after this change."
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        else:
+            messages.success(request, "The revision was restored.")
+        return redirect("dashboard:memory", memory_id=revision.memory_id)
+    context = _detail_context(request, revision.memory_id)
+    context["error"] = error
+    context["restored"] = not error
+    return render(
+        request,
+        "dashboard/memory_detail.html#memory-detail",
+        context,
+        status=422 if error else 200,
+    )
+
+
+def _detail_context(request: HttpRequest, memory_id: uuid.UUID) -> dict[str, Any]:
+    memory = get_object_or_404(
+        Memory.objects.for_owner(request.user).with_tier(timezone.now(), catalog_window_days()),
+        pk=memory_id,
+    )
+    revisions = [
+        RevisionView(
+            revision=revision,
+            changes=[
+                FieldChange(name, revision.before.get(name), revision.after.get(name))
+                for name in revision.changed_fields
+            ],
+        )
+        for revision in memory.revisions.all()
+    ]
+    return {"memory": memory, "revisions": revisions, "linked": _linked(request, memory)}
+
+
+def _linked(request: HttpRequest, memory: Memory) -> list[LinkedMemory]:
+    ids: list[str] = []
+    for value in memory.linked_memories if isinstance(memory.linked_memories, list) else []:
+        try:
+            ids.append(str(uuid.UUID(str(value))))
+        except ValueError:
+            continue
+    if not ids:
+        return []
+    found = {str(m.pk): m for m in Memory.objects.for_owner(request.user).filter(pk__in=ids)}
+    return [LinkedMemory(id=i, memory=found.get(i)) for i in ids]

@@ -1,0 +1,207 @@
+"""The memory list and the inline edits made on its cards.
+
+Every edit goes through memories.services and answers an htmx request with the card
+alone, plus out-of-band swaps of the header counts and the Reflect Preview. Without
+htmx the same URLs work as plain form posts that redirect back.
+"""
+
+import uuid
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from dashboard.forms import CurationForm, GistForm, MemoryFilterForm
+from dashboard.overview import store_overview
+from memories.conf import catalog_window_days
+from memories.errors import InvalidInput
+from memories.models import ChangeSource, Memory
+from memories.services import archive as archive_memory
+from memories.services import delete as delete_memory
+from memories.services import edit_gist as edit_memory_gist
+from memories.services import set_curation
+from memories.services import unarchive as unarchive_memory
+
+PAGE_SIZE = 25
+ARCHIVE_REASON = "Archived from the dashboard."
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def index(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    window_days = catalog_window_days()
+    form = MemoryFilterForm(request.GET)
+    form.is_valid()  # fields that fail are reported and left out of the filter
+    memories = form.filter(
+        Memory.objects.for_owner(request.user).with_tier(now, window_days),
+        now=now,
+        window_days=window_days,
+    )
+    page = Paginator(memories, PAGE_SIZE).get_page(request.GET.get("page"))
+    context: dict[str, Any] = {"form": form, "page": page, "query": form.query_string()}
+    status = 400 if form.errors else 200
+    if _wants_fragment(request, "memory-list"):
+        context["counts"] = Memory.objects.for_owner(request.user).state_counts()
+        return render(request, "dashboard/index.html#memory-list", context, status=status)
+    overview = store_overview(request.user, now=now)
+    context.update(counts=overview.counts, preview=overview.preview)
+    return render(request, "dashboard/index.html", context, status=status)
+
+
+def _wants_fragment(request: HttpRequest, target: str) -> bool:
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.history_restore_request and htmx.target == target
+
+
+@login_required
+@require_GET
+def memory_card(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+    """One card as shown in the list (used to leave an edit without saving)."""
+    return _card_update(request, memory_id)
+
+
+@login_required
+@require_POST
+def curate(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+    """Salience and core from the card: saved at once, updated_at left alone."""
+    _own_memory(request, memory_id)
+    form = CurationForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, memory_id, _form_error(form))
+    try:
+        set_curation(
+            owner=request.user,
+            memory_id=memory_id,
+            core=form.cleaned_data["core"],
+            salience=form.cleaned_data["salience"] or None,
+            source=ChangeSource.DASHBOARD,
+        )
+    except InvalidInput as error:
+        return _refused(request, memory_id, error.message)
+    return _saved(request, memory_id)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def edit_gist(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+    """GET: the card with the gist open for editing. POST: save it (clears the auto mark)."""
+    memory = _own_memory(request, memory_id)
+    if request.method == "GET":
+        form = GistForm(initial={"gist": memory.gist})
+        if not request.htmx:
+            return render(
+                request, "dashboard/memory_gist.html", {"memory": memory, "gist_form": form}
+            )
+        return _card_update(request, memory_id, gist_form=form)
+    form = GistForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, memory_id, _form_error(form), gist_form=form)
+    try:
+        edit_memory_gist(
+            owner=request.user,
+            memory_id=memory_id,
+            gist=form.cleaned_data["gist"],
+            source=ChangeSource.DASHBOARD,
+        )
+    except InvalidInput as error:
+        return _refused(request, memory_id, error.message, gist_form=form)
+    return _saved(request, memory_id)
+
+
+@login_required
+@require_POST
+def archive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+    _own_memory(request, memory_id)
+    archive_memory(
+        owner=request.user,
+        memory_id=memory_id,
+        reason=ARCHIVE_REASON,
+        source=ChangeSource.DASHBOARD,
+    )
+    return _saved(request, memory_id)
+
+
+@login_required
+@require_POST
+def unarchive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+    _own_memory(request, memory_id)
+    unarchive_memory(owner=request.user, memory_id=memory_id, source=ChangeSource.DASHBOARD)
+    return _saved(request, memory_id)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def delete(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+    """GET asks first (in the card, or as a page); POST deletes for good."""
+    memory = _own_memory(request, memory_id)
+    if request.method == "GET":
+        if request.htmx:
+            return _card_update(request, memory_id, confirm_delete=True)
+        return render(request, "dashboard/memory_delete.html", {"memory": memory})
+    delete_memory(owner=request.user, memory_id=memory_id)
+    if not request.htmx:
+        messages.success(request, "The memory was deleted.")
+        return redirect("dashboard:index")
+    overview = store_overview(request.user, now=timezone.now())
+    return render(
+        request,
+        "dashboard/card_deleted.html",
+        {"memory": memory, "counts": overview.counts, "preview": overview.preview},
+    )
+
+
+def _own_memory(request: HttpRequest, memory_id: uuid.UUID) -> Memory:
+    return get_object_or_404(Memory, pk=memory_id, owner=request.user)
+
+
+def _card_update(
+    request: HttpRequest, memory_id: uuid.UUID, *, status: int = 200, **extra: Any
+) -> HttpResponse:
+    """The card, with the header counts and the preview swapped out of band."""
+    now = timezone.now()
+    memory = get_object_or_404(
+        Memory.objects.for_owner(request.user).with_tier(now, catalog_window_days()),
+        pk=memory_id,
+    )
+    overview = store_overview(request.user, now=now)
+    context = {"memory": memory, "counts": overview.counts, "preview": overview.preview}
+    return render(request, "dashboard/card_update.html", context | extra, status=status)
+
+
+def _saved(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+    if request.htmx:
+        return _card_update(request, memory_id)
+    messages.success(request, "Saved.")
+    return _back(request)
+
+
+def _refused(
+    request: HttpRequest, memory_id: uuid.UUID, message: str, **extra: Any
+) -> HttpResponse:
+    """Nothing changed: say why in the card (422), or on the page without htmx."""
+    if request.htmx:
+        return _card_update(request, memory_id, status=422, error=message, **extra)
+    messages.error(request, message)
+    return _back(request)
+
+
+def _back(request: HttpRequest) -> HttpResponse:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(target)
+    return redirect("dashboard:index")
+
+
+def _form_error(form: Any) -> str:
+    return " ".join(str(message) for errors in form.errors.values() for message in errors)
