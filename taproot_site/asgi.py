@@ -1,14 +1,20 @@
 """ASGI entry point: `uvicorn taproot_site.asgi:application --lifespan on`.
 
-Django's ASGI handler refuses lifespan events, so a small dispatcher sits on top: it
-answers the lifespan protocol itself and hands every HTTP request to Django.
+A small dispatcher sits on top of Django. It answers the lifespan protocol itself
+(Django refuses it) and runs the MCP session manager for the life of the process; it
+sends `/mcp` to the MCP SDK's Streamable HTTP app and everything else to Django.
 """
 
 import os
 from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AsyncExitStack
 from typing import Any
 
+from asgiref.sync import ThreadSensitiveContext
+from django.core import signals
 from django.core.asgi import get_asgi_application
+
+from mcp_bridge.request_log import RequestRecord, current_record, logger
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taproot_site.settings")
 
@@ -16,14 +22,29 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
+NOT_RUNNING = (
+    b'{"error":"The MCP endpoint is not running: start the server with lifespan on '
+    b'(uvicorn taproot_site.asgi:application --lifespan on)."}'
+)
+
 
 class TaprootASGI:
     def __init__(self) -> None:
         self.django_app = get_asgi_application()
+        # Imported after Django is set up: the MCP bridge uses models and settings.
+        from mcp_bridge.server import MCP_PATH, build_endpoint
+
+        self.mcp_path = MCP_PATH
+        self.mcp = build_endpoint()
+        self.running = False
+        self._lifespan_stack = AsyncExitStack()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self.lifespan(receive, send)
+            return
+        if scope["type"] == "http" and scope["path"] == self.mcp_path:
+            await self.serve_mcp(scope, receive, send)
             return
         await self.django_app(scope, receive, send)
 
@@ -31,10 +52,70 @@ class TaprootASGI:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                try:
+                    await self.start()
+                except Exception as error:
+                    await send({"type": "lifespan.startup.failed", "message": repr(error)})
+                    return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                await self.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def start(self) -> None:
+        await self._lifespan_stack.enter_async_context(self.mcp.session_manager.run())
+        self.running = True
+
+    async def stop(self) -> None:
+        self.running = False
+        await self._lifespan_stack.aclose()
+
+    async def serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one /mcp request the way Django serves its own.
+
+        Like Django's ASGIHandler: a thread-sensitive context, so the request's sync
+        database work runs on one thread of its own, and the request_started /
+        request_finished signals, so that thread's connections are closed at the end.
+        """
+        record = RequestRecord(http_method=scope.get("method", "?"))
+        token = current_record.set(record)
+
+        async def send_noting_status(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                record.status = message["status"]
+            await send(message)
+
+        try:
+            if not self.running:
+                await _send_json(send_noting_status, 503, NOT_RUNNING)
+                return
+            async with ThreadSensitiveContext():
+                await signals.request_started.asend(sender=self.__class__, scope=scope)
+                try:
+                    await self.mcp.app(scope, receive, send_noting_status)
+                finally:
+                    await signals.request_finished.asend(sender=self.__class__)
+        finally:
+            user = scope.get("user")
+            access_token = getattr(user, "access_token", None)
+            record.user_id = getattr(access_token, "subject", None)
+            current_record.reset(token)
+            logger.info("%s", record.line())
+
+
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def build_application() -> TaprootASGI:

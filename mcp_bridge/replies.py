@@ -1,0 +1,106 @@
+"""Running a memories service for the token's user and turning its answer into a tool result.
+
+Every tool result is one text item of compact JSON. A refusal (InvalidInput) becomes
+`isError` with `{"status": "error", "message": …}`; anything unexpected is logged here
+and answered with a generic message, never a traceback or a protocol error.
+"""
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, TextContent
+
+from mcp_bridge.auth import NotAuthenticated, token_user
+from memories.errors import InvalidInput
+from memories.jsonutil import dumps
+
+logger = logging.getLogger("taproot.mcp")
+
+Reply = Mapping[str, Any] | str
+Service = Callable[..., Reply]
+
+UNEXPECTED = (
+    "The server hit an unexpected problem running {tool}; the details are in its log. "
+    "Nothing you sent was at fault. Try again once; if it fails again, tell the user "
+    "that Taproot is not working right now."
+)
+NOT_SIGNED_IN = "This request is not signed in to a Taproot account. Reconnect the connector."
+NUL_IN_TEXT = (
+    "{field} contains the NUL character (\\u0000), which cannot be stored. Remove it and "
+    "send the call again."
+)
+
+
+def text_result(text: str, *, is_error: bool = False) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
+
+
+def error_result(message: str) -> CallToolResult:
+    return text_result(dumps({"status": "error", "message": message}), is_error=True)
+
+
+def sent_argument_names(ctx: Context) -> list[str]:
+    """The argument names exactly as the client sent them (the SDK drops unknown ones)."""
+    try:
+        params = ctx.request_context.params
+    except ValueError:
+        return []
+    arguments = params.get("arguments") if params else None
+    return [str(name) for name in arguments] if isinstance(arguments, Mapping) else []
+
+
+def _field_with_nul(arguments: Mapping[str, Any]) -> str | None:
+    """PostgreSQL text cannot hold NUL; refuse it by name instead of failing in the database."""
+
+    def has_nul(value: Any) -> bool:
+        if isinstance(value, str):
+            return "\x00" in value
+        if isinstance(value, list | tuple):
+            return any(has_nul(v) for v in value)
+        if isinstance(value, Mapping):
+            return any(has_nul(k) or has_nul(v) for k, v in value.items())
+        return False
+
+    return next((name for name, value in arguments.items() if has_nul(value)), None)
+
+
+def _with_unknown_warning(reply: Mapping[str, Any], unknown: Iterable[str]) -> Mapping[str, Any]:
+    unknown = sorted(unknown)
+    if not unknown:
+        return reply
+    warning = "Ignored unknown argument(s): " + ", ".join(unknown) + "."
+    return {**reply, "warnings": [*reply.get("warnings", []), warning]}
+
+
+async def run_tool(
+    ctx: Context, tool: str, service: Service, /, **arguments: Any
+) -> CallToolResult:
+    """Call `service(owner=<token user>, **arguments)` and reply with its JSON.
+
+    A reply that is already text (the reflect payload) is sent exactly as it is.
+    """
+    nul_field = _field_with_nul(arguments)
+    if nul_field is not None:
+        return error_result(NUL_IN_TEXT.format(field=nul_field))
+
+    def call() -> Reply:
+        return service(owner=token_user(), **arguments)
+
+    try:
+        # Thread-sensitive: the request's own thread and database connection, which the
+        # /mcp request wrapper closes when the request finishes.
+        reply = await sync_to_async(call, thread_sensitive=True)()
+    except InvalidInput as refusal:
+        return error_result(refusal.message)
+    except NotAuthenticated:
+        return error_result(NOT_SIGNED_IN)
+    except Exception:
+        logger.exception("tool %s failed unexpectedly", tool)
+        return error_result(UNEXPECTED.format(tool=tool))
+    if isinstance(reply, str):
+        return text_result(reply)
+    unknown = set(sent_argument_names(ctx)) - set(arguments)
+    return text_result(dumps(_with_unknown_warning(reply, unknown)))

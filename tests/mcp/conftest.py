@@ -1,0 +1,83 @@
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from tests.mcp.client import McpCaller, mcp_client
+from tests.mcp.tokens import make_access_token
+
+MODES = ["legacy", "auto"]
+
+
+@pytest.fixture(scope="session")
+def portal() -> Iterator[BlockingPortal]:
+    with start_blocking_portal() as portal:
+        yield portal
+
+
+@pytest.fixture
+def server(live_server_process: Any) -> Any:
+    return live_server_process
+
+
+@pytest.fixture
+def mcp_url(server: Any) -> str:
+    return f"{server.url}/mcp"
+
+
+# Password hashing costs about half a second per user; these tests never log in.
+@pytest.fixture
+def user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="alice")
+
+
+@pytest.fixture
+def other_user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="bob")
+
+
+@pytest.fixture
+def token_for(mcp_url: str) -> Callable[..., str]:
+    """A valid /mcp token for a user on the test server."""
+
+    def make(user: Any, **overrides: Any) -> str:
+        return make_access_token(user, resource=overrides.pop("resource", mcp_url), **overrides)
+
+    return make
+
+
+@pytest.fixture
+def connect(portal: BlockingPortal, mcp_url: str) -> Iterator[Callable[..., McpCaller]]:
+    """Open a real MCP client session on the test server with a bearer token."""
+    with ExitStack() as stack:
+
+        def open_session(token: str, *, mode: str = "legacy") -> McpCaller:
+            client = stack.enter_context(
+                portal.wrap_async_context_manager(mcp_client(mcp_url, token, mode=mode))
+            )
+            return McpCaller(portal=portal, client=client)
+
+        yield open_session
+
+
+@pytest.fixture(params=MODES)
+def mode(request: Any) -> str:
+    return request.param
+
+
+@pytest.fixture
+def mcp(
+    connect: Callable[..., McpCaller], token_for: Callable[..., str], user: Any, mode: str
+) -> McpCaller:
+    """Alice's session, once per protocol era."""
+    return connect(token_for(user), mode=mode)
+
+
+@pytest.fixture
+def legacy_mcp(
+    connect: Callable[..., McpCaller], token_for: Callable[..., str], user: Any
+) -> McpCaller:
+    """Alice's session in the 2025 handshake era only (for checks that do not depend on it)."""
+    return connect(token_for(user), mode="legacy")

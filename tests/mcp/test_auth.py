@@ -1,0 +1,163 @@
+"""Who may call /mcp: only a live token of an active user, issued for exactly this /mcp URL."""
+
+from datetime import timedelta
+from typing import Any
+
+import httpx2
+import pytest
+
+from mcp_bridge.auth import find_access_token, is_for_this_server
+from tests.mcp.tokens import (
+    make_access_token,
+    make_registration_token,
+    revoke_access_token,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "auth-test", "version": "1"},
+    },
+}
+
+
+def post_initialize(mcp_url: str, authorization: str | None) -> httpx2.Response:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    return httpx2.post(mcp_url, json=INITIALIZE, headers=headers, timeout=10)
+
+
+def assert_challenged(response: httpx2.Response, server: Any) -> None:
+    assert response.status_code == 401, response.text
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    expected = f'resource_metadata="{server.url}/.well-known/oauth-protected-resource/mcp"'
+    assert expected in challenge
+    assert response.json()["error"] == "invalid_token"
+
+
+def test_a_valid_token_opens_the_endpoint(server, mcp_url, user, token_for):
+    response = post_initialize(mcp_url, f"Bearer {token_for(user)}")
+    assert response.status_code == 200
+    assert response.json()["result"]["serverInfo"]["name"] == "taproot"
+
+
+def test_a_token_whose_resource_has_a_trailing_slash_is_accepted(server, mcp_url, user):
+    token = make_access_token(user, resource=f"{mcp_url}/")
+    assert post_initialize(mcp_url, f"Bearer {token}").status_code == 200
+
+
+def test_a_request_without_a_token_gets_the_resource_metadata_challenge(server, mcp_url):
+    assert_challenged(post_initialize(mcp_url, None), server)
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        "Bearer",
+        "Bearer not-a-token-anyone-issued",
+        "Bearer two words",
+        "Basic YWxpY2U6cHc=",
+        "Bearer " + "x" * 5000,
+    ],
+    ids=["bare-scheme", "unknown", "with-spaces", "basic-auth", "huge"],
+)
+def test_malformed_or_unknown_credentials_are_refused(server, mcp_url, authorization):
+    assert_challenged(post_initialize(mcp_url, authorization), server)
+
+
+def expired(user: Any, mcp_url: str) -> str:
+    return make_access_token(user, resource=mcp_url, expires_in=timedelta(seconds=-1))
+
+
+def revoked(user: Any, mcp_url: str) -> str:
+    token = make_access_token(user, resource=mcp_url)
+    revoke_access_token(token)
+    return token
+
+
+def other_resource(user: Any, mcp_url: str) -> str:
+    return make_access_token(user, resource="https://elsewhere.example/mcp")
+
+
+def origin_only(user: Any, mcp_url: str) -> str:
+    # django-oauth-toolkit's own check is a prefix match and would accept this one.
+    return make_access_token(user, resource=mcp_url.removesuffix("/mcp"))
+
+
+def longer_path(user: Any, mcp_url: str) -> str:
+    return make_access_token(user, resource=f"{mcp_url}/admin")
+
+
+def no_resource(user: Any, mcp_url: str) -> str:
+    return make_access_token(user, resource=None)
+
+
+def registration(user: Any, mcp_url: str) -> str:
+    return make_registration_token()
+
+
+def inactive_user(user: Any, mcp_url: str) -> str:
+    user.is_active = False
+    user.save()
+    return make_access_token(user, resource=mcp_url)
+
+
+@pytest.mark.parametrize(
+    "make_token",
+    [
+        expired,
+        revoked,
+        other_resource,
+        origin_only,
+        longer_path,
+        no_resource,
+        registration,
+        inactive_user,
+    ],
+)
+def test_tokens_not_valid_for_this_endpoint_are_refused(server, mcp_url, user, make_token):
+    token = make_token(user, mcp_url)
+    assert_challenged(post_initialize(mcp_url, f"Bearer {token}"), server)
+
+
+def test_a_token_without_the_mcp_scope_is_forbidden(server, mcp_url, user):
+    token = make_access_token(user, resource=mcp_url, scope="read")
+    response = post_initialize(mcp_url, f"Bearer {token}")
+    assert response.status_code == 403
+    assert 'error="insufficient_scope"' in response.headers["www-authenticate"]
+
+
+def test_a_token_stops_working_once_revoked(server, mcp_url, user, token_for):
+    token = token_for(user)
+    assert post_initialize(mcp_url, f"Bearer {token}").status_code == 200
+    revoke_access_token(token)
+    assert_challenged(post_initialize(mcp_url, f"Bearer {token}"), server)
+
+
+def test_the_verifier_names_the_user_and_this_resource(user, settings):
+    token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)
+    access = find_access_token(token)
+    assert access is not None
+    assert access.subject == str(user.pk)
+    assert access.resource == settings.TAPROOT_MCP_URL
+    assert access.scopes == ["mcp"]
+    assert access.claims == {"iss": settings.TAPROOT_PUBLIC_URL}
+
+
+def test_the_resource_must_match_exactly_after_trailing_slashes(settings):
+    settings.TAPROOT_MCP_URL = "https://taproot.example/mcp"
+    assert is_for_this_server(["https://taproot.example/mcp"])
+    assert is_for_this_server(["https://other.example/api", "https://taproot.example/mcp/"])
+    assert not is_for_this_server(["https://taproot.example"])
+    assert not is_for_this_server(["https://taproot.example/mcp/extra"])
+    assert not is_for_this_server(["https://taproot.example/mc"])
+    assert not is_for_this_server([])
+    assert not is_for_this_server("https://taproot.example/mcp")
