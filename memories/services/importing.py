@@ -352,7 +352,10 @@ def _message(memories: int, closings: int, skipped: int) -> str:
             f"Nothing new: all {skipped} records are already in your store, so nothing "
             "changed and no snapshot was written."
         )
-    text = f"Imported {memories} memories and {closings} closings"
+    text = (
+        f"Imported {memories} {'memory' if memories == 1 else 'memories'} and {closings} "
+        f"{'closing' if closings == 1 else 'closings'}"
+    )
     if skipped:
         text += f"; {skipped} already present were skipped"
     return text + ". The store as it was before is kept in a snapshot."
