@@ -42,6 +42,13 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
         database.setdefault("TEST", {})["NAME"] = str(name)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    # Passwords and OAuth client secrets are hashed with Django's default hasher, which
+    # is deliberately slow; tests only need hashing to be real, not expensive.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def user(django_user_model: Any) -> Any:
     return django_user_model.objects.create_user(username="alice", password="pw-alice-123")
