@@ -38,8 +38,8 @@ def _rows_for(memory: Memory) -> tuple[list[MemoryToken], list[MemoryTag]]:
     terms = memory_terms(
         gist=memory.gist,
         content=memory.content,
-        tags=_strings(memory.tags),
-        search_keywords=_strings(memory.search_keywords),
+        tags=string_items(memory.tags),
+        search_keywords=string_items(memory.search_keywords),
     )
     keys: dict[str, bool] = {}
     for token in terms.keywords:
@@ -50,12 +50,12 @@ def _rows_for(memory: Memory) -> tuple[list[MemoryToken], list[MemoryTag]]:
         MemoryToken(memory_id=memory.pk, owner_id=memory.owner_id, key=key, in_keywords=kw)
         for key, kw in keys.items()
     ]
-    tag_keys = {tag_key(tag) for tag in _strings(memory.tags) if tag.strip()}
+    tag_keys = {tag_key(tag) for tag in string_items(memory.tags) if tag.strip()}
     tags = [MemoryTag(memory_id=memory.pk, owner_id=memory.owner_id, key=key) for key in tag_keys]
     return tokens, tags
 
 
-def _strings(values: object) -> list[str]:
+def string_items(values: object) -> list[str]:
     # Drifted records may hold a bare string or mixed items until migrate repairs them.
     if isinstance(values, str):
         return [values]

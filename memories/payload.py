@@ -149,7 +149,9 @@ def build_reflect_payload(
 
     lines = sorted(catalog, key=catalog_order)
     closing_items = [c.slim() for c in closings]
-    base_omitted = {c: int(omitted.get(c, 0)) for c in CATEGORIES}
+    base_omitted = dict.fromkeys(CATEGORIES, 0)
+    for category, count in omitted.items():
+        base_omitted[home_category(category)] += int(count)
 
     def assemble(n_cut: int, tokens: int) -> dict[str, Any]:
         kept = lines[: len(lines) - n_cut] if n_cut else lines

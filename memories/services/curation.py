@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from memories.errors import InvalidInput
-from memories.indexing import refresh_hashes, reindex
+from memories.indexing import refresh_hashes, reindex, string_items
 from memories.models import ChangeSource, Memory, Revision, Salience
 from memories.services._common import (
     get_memory,
@@ -252,7 +252,9 @@ def compress(
                 warnings.append(warning)
         tags: list[str] = []
         for memory in originals:
-            tags.extend(t for t in memory.tags if isinstance(t, str) and t not in tags)
+            for tag in string_items(memory.tags):
+                if tag not in tags:
+                    tags.append(tag)
         if len(tags) > MAX_LIST_ITEMS:
             raise InvalidInput(
                 f"Together these memories carry {len(tags)} distinct tags; a memory may hold "
@@ -351,12 +353,11 @@ def restore_revision(
     now = now_or(now)
     if use not in ("before", "after"):
         raise InvalidInput("use must be 'before' or 'after'.")
+    pk = _revision_pk(revision_id)
     with transaction.atomic():
-        revision = (
-            Revision.objects.filter(pk=revision_id, owner=owner).select_related("memory").first()
-        )
+        revision = Revision.objects.filter(pk=pk, owner=owner).first() if pk else None
         if revision is None:
-            raise InvalidInput(f"No revision {revision_id} exists for you.")
+            raise InvalidInput(f"No revision {revision_id!r} exists for you.")
         memory = Memory.objects.select_for_update().get(pk=revision.memory_id, owner=owner)
         state = revision.before if use == "before" else revision.after
         before = memory.tracked_state()
@@ -378,3 +379,14 @@ def restore_revision(
         record_revision(memory, before, source=source, action="restore", now=now)
         reindex([memory])
     return memory
+
+
+def _revision_pk(value: Any) -> int | None:
+    """A revision id as a number, or None when it cannot name one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None

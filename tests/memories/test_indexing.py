@@ -1,0 +1,169 @@
+from datetime import timedelta
+
+import pytest
+
+from memories.indexing import normalised_hash, query_keys, tag_key
+from memories.models import ChangeSource, Memory, MemoryTag, MemoryToken, Revision
+from memories.ranking import index_key
+from memories.services import (
+    compress,
+    delete,
+    edit_gist,
+    recall,
+    remember,
+    restore_revision,
+)
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.django_db
+
+LATER = NOW + timedelta(hours=1)
+
+
+def found(user, query: str) -> set[str]:
+    return {r["id"] for r in recall(owner=user, query=query, limit=50, now=LATER)["results"]}
+
+
+def created(user, **fields) -> str:
+    values = {"category": "episodic", "content": "Plain content", "gist": "Plain gist"}
+    values.update(fields)
+    return remember(owner=user, now=NOW, **values)["memory_id"]
+
+
+def token_rows(memory_id) -> dict[str, bool]:
+    return dict(MemoryToken.objects.filter(memory_id=memory_id).values_list("key", "in_keywords"))
+
+
+def test_create_indexes_keyword_tokens_apart_from_content_only_tokens(user):
+    memory_id = created(
+        user,
+        gist="Walking the dog",
+        content="The dog chased squirrels in the park",
+        tags=["Pets"],
+        search_keywords=["morning routine"],
+    )
+    rows = token_rows(memory_id)
+    assert rows == {
+        "walk": True,
+        "the": True,
+        "dog": True,
+        "pets": True,  # four letters: too short for the s rule
+        "morn": True,
+        "routine": True,
+        "chas": False,
+        "squirrel": False,
+        "in": False,
+        "park": False,
+    }
+    assert set(MemoryTag.objects.filter(memory_id=memory_id).values_list("key", flat=True)) == {
+        "pets"
+    }
+    assert MemoryToken.objects.filter(memory_id=memory_id).first().owner_id == user.pk
+
+
+def test_very_long_tokens_are_indexed_and_found(user):
+    word = "a" * 150
+    memory_id = created(user, content=f"Remember {word} exactly")
+    assert index_key(word) in token_rows(memory_id)
+    assert found(user, word) == {memory_id}
+    assert found(user, "a" * 149 + "b") == set()
+
+
+def test_query_keys_are_distinct_stemmed_tokens():
+    assert query_keys("Dogs, dogs and DOG's walking!") == ["and", "dog'", "dogs", "walk"]
+    assert query_keys("?!") == []
+    assert query_keys(None) == []
+
+
+def test_tag_keys_are_trimmed_and_case_folded():
+    assert tag_key("  Straße ") == "strasse"
+    assert tag_key("GARDEN") == "garden"
+
+
+def test_normalised_hash_ignores_case_whitespace_and_punctuation():
+    assert normalised_hash("Hello,   World!") == normalised_hash("hello world")
+    assert normalised_hash("Hello\n\tworld...") == normalised_hash("HELLO WORLD")
+    assert normalised_hash("Hello world") != normalised_hash("Hello word")
+    assert normalised_hash("  ?!  ") == ""
+    assert normalised_hash(None) == ""
+
+
+@pytest.mark.parametrize(
+    ("field", "old", "new"),
+    [
+        ("content", "Bought a kayak", "Bought a canoe"),
+        ("gist", "Kayak purchase", "Canoe purchase"),
+        ("tags", ["kayak"], ["canoe"]),
+        ("search_keywords", ["kayak"], ["canoe"]),
+    ],
+)
+def test_remember_update_reindexes_every_searchable_field(user, field, old, new):
+    memory_id = created(user, **{field: old})
+    assert found(user, "kayak") == {memory_id}
+    remember(
+        owner=user,
+        update_id=memory_id,
+        category="episodic",
+        content=new if field == "content" else "Plain content",
+        now=LATER,
+        **({field: new} if field != "content" else {}),
+    )
+    assert found(user, "kayak") == set()
+    assert found(user, "canoe") == {memory_id}
+
+
+def test_remember_update_reindexes_tag_rows(user):
+    memory_id = created(user, tags=["Kayak"])
+    assert recall(owner=user, tags=["kayak"], now=LATER)["count"] == 1
+    remember(owner=user, update_id=memory_id, category="episodic", content="x", tags=["Canoe"])
+    assert recall(owner=user, tags=["kayak"], now=LATER)["count"] == 0
+    assert recall(owner=user, tags=["canoe"], now=LATER)["count"] == 1
+
+
+def test_edit_gist_reindexes(user):
+    memory_id = created(user, gist="Kayak trip")
+    edit_gist(owner=user, memory_id=memory_id, gist="Canoe trip", source=ChangeSource.DASHBOARD)
+    assert found(user, "kayak") == set()
+    assert found(user, "canoe") == {memory_id}
+
+
+def test_compress_indexes_the_new_memory_and_hides_the_originals(user):
+    first = created(user, content="Kayak on Monday", gist="Monday kayak")
+    second = created(user, content="Kayak on Friday", gist="Friday kayak", tags=["water"])
+    reply = compress(
+        owner=user, ids=[first, second], content="Paddled twice", gist="Week of paddling"
+    )
+    assert found(user, "kayak") == set()
+    assert found(user, "paddl") == {reply["memory_id"]}
+    assert recall(owner=user, tags=["WATER"], now=LATER)["count"] == 1
+
+
+def test_restore_revision_reindexes(user):
+    memory_id = created(user, content="Bought a kayak", tags=["kayak"])
+    remember(
+        owner=user,
+        update_id=memory_id,
+        category="episodic",
+        content="Bought a canoe",
+        tags=["canoe"],
+        now=LATER,
+    )
+    revision = Revision.objects.get(memory_id=memory_id)
+    restore_revision(owner=user, revision_id=revision.pk, source=ChangeSource.DASHBOARD)
+    assert found(user, "kayak") == {memory_id}
+    assert found(user, "canoe") == set()
+    assert recall(owner=user, tags=["kayak"], now=LATER)["count"] == 1
+    assert recall(owner=user, tags=["canoe"], now=LATER)["count"] == 0
+
+
+def test_delete_removes_index_and_tag_rows(user):
+    memory_id = created(user, tags=["kayak"], content="Kayak")
+    delete(owner=user, memory_id=memory_id)
+    assert not Memory.objects.filter(pk=memory_id).exists()
+    assert not MemoryToken.objects.filter(memory_id=memory_id).exists()
+    assert not MemoryTag.objects.filter(memory_id=memory_id).exists()
+
+
+def test_the_index_never_mixes_owners(user, other_user):
+    remember(owner=other_user, category="episodic", content="Kayak", gist="Kayak")
+    assert found(user, "kayak") == set()

@@ -1,0 +1,241 @@
+import json
+import math
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+
+from memories.jsonutil import dumps
+from memories.models import Closing, Memory
+from memories.payload import CATEGORIES
+from memories.services import reflect
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.django_db
+
+WINDOW = timedelta(days=45)
+MICROSECOND = timedelta(microseconds=1)
+
+
+def catalog_ids(result) -> list[str]:
+    return [text[1:37] for category in CATEGORIES for text in result.payload["catalog"][category]]
+
+
+def test_reflect_returns_the_exact_text_it_describes(user, make_memory):
+    make_memory(core=True, category="identity", content="I am Claude.")
+    make_memory(gist="Recent note")
+    result = reflect(owner=user, now=NOW)
+    assert result.text == dumps(result.payload)
+    assert json.loads(result.text)["status"] == "ok"
+    assert result.payload["budget"]["tokens"] == math.ceil(len(result.text) / 4)
+    assert result.payload["budget"]["max_tokens"] == 8000
+
+
+def test_core_memories_are_listed_in_full_by_category_and_not_in_the_catalog(user, make_memory):
+    identity = make_memory(core=True, category="identity", content="I am Claude.", salience="low")
+    error = make_memory(
+        core=True, category="error", content="Never guess dates.", linked_memories=["x"]
+    )
+    old_core = make_memory(core=True, category="episodic", updated_at=NOW - timedelta(days=900))
+    payload = reflect(owner=user, now=NOW).payload
+    assert payload["core_count"] == 3
+    assert payload["core_memories"]["identity"] == [
+        {
+            "id": str(identity.pk),
+            "category": "identity",
+            "salience": "low",
+            "content": "I am Claude.",
+            "updated_at": "2026-11-29T12:00:00Z",
+        }
+    ]
+    assert payload["core_memories"]["error"][0]["linked_memories"] == ["x"]
+    assert payload["core_memories"]["error"][0]["id"] == str(error.pk)
+    assert payload["core_memories"]["episodic"][0]["id"] == str(old_core.pk)
+    assert payload["catalog_count"] == 0
+    assert payload["catalog_omitted"] == dict.fromkeys(CATEGORIES, 0)
+
+
+def test_the_window_is_inclusive_at_exactly_45_days(user, make_memory):
+    edge = make_memory(updated_at=NOW - WINDOW, gist="Edge")
+    make_memory(updated_at=NOW - WINDOW - MICROSECOND, gist="Just outside")
+    result = reflect(owner=user, now=NOW)
+    assert catalog_ids(result) == [str(edge.pk)]
+    assert result.payload["catalog"]["episodic"] == [
+        f"[{edge.pk}] [episodic] [medium] [2026-10-15] Edge"
+    ]
+    assert result.payload["catalog_omitted"]["episodic"] == 1
+
+
+def test_a_recent_retrieval_keeps_an_old_memory_in_the_window_and_sets_its_date(user, make_memory):
+    memory = make_memory(
+        updated_at=NOW - timedelta(days=300),
+        last_retrieved=NOW - timedelta(days=3),
+        retrieval_count=1,
+        gist="Retrieved lately",
+    )
+    result = reflect(owner=user, now=NOW)
+    assert result.payload["catalog"]["episodic"] == [
+        f"[{memory.pk}] [episodic] [medium] [2026-11-26] Retrieved lately"
+    ]
+
+
+def test_high_salience_is_always_listed(user, make_memory):
+    old_high = make_memory(salience="high", updated_at=NOW - timedelta(days=4000))
+    make_memory(salience="medium", updated_at=NOW - timedelta(days=46))
+    make_memory(salience="low", updated_at=NOW - timedelta(days=46))
+    result = reflect(owner=user, now=NOW)
+    assert catalog_ids(result) == [str(old_high.pk)]
+    assert result.payload["catalog_omitted"]["episodic"] == 2
+
+
+def test_catalog_order_and_omitted_counts_per_category(user, make_memory):
+    old = NOW - timedelta(days=60)
+    a = make_memory(category="identity", salience="medium", updated_at=NOW - timedelta(days=2))
+    b = make_memory(category="identity", salience="high", updated_at=NOW - timedelta(days=10))
+    c = make_memory(category="identity", salience="medium", updated_at=NOW - timedelta(days=1))
+    make_memory(category="identity", updated_at=old)
+    make_memory(category="error", updated_at=old)
+    make_memory(category="error", updated_at=old, salience="low")
+    make_memory(category="relationship", updated_at=old)
+    payload = reflect(owner=user, now=NOW).payload
+    assert [text[1:37] for text in payload["catalog"]["identity"]] == [
+        str(b.pk),
+        str(c.pk),
+        str(a.pk),
+    ]
+    assert payload["catalog_count"] == 3
+    assert payload["catalog_omitted"] == {
+        "identity": 1,
+        "relationship": 1,
+        "active_thread": 0,
+        "error": 2,
+        "episodic": 0,
+    }
+    assert "4 memories" in payload["catalog_note"]
+    assert "45 days" in payload["catalog_note"]
+
+
+def test_archived_memories_appear_nowhere_and_in_no_count(user, make_memory):
+    gone = {"archived_at": NOW, "archive_reason": "old"}
+    make_memory(core=True, category="identity", **gone)
+    make_memory(salience="high", **gone)
+    make_memory(updated_at=NOW - timedelta(days=90), **gone)
+    result = reflect(owner=user, now=NOW)
+    payload = result.payload
+    assert payload["core_count"] == 0
+    assert payload["catalog_count"] == 0
+    assert payload["catalog_omitted"] == dict.fromkeys(CATEGORIES, 0)
+    assert payload["core_memories"] == {c: [] for c in CATEGORIES}
+    assert "0 memories" in payload["catalog_note"]
+    for memory in Memory.objects.all():
+        assert str(memory.pk) not in result.text
+
+
+def test_recent_closings_are_the_three_newest_with_titles_only_when_set(user, other_user):
+    for days, title in ((5, "Oldest"), (4, None), (3, "Middle"), (2, ""), (1, "Newest")):
+        Closing.objects.create(
+            owner=user,
+            reflection=f"Reflection {days}",
+            conversation_title=title,
+            created_at=NOW - timedelta(days=days),
+        )
+    Closing.objects.create(owner=other_user, reflection="Not yours", created_at=NOW)
+    closings = reflect(owner=user, now=NOW).payload["recent_closings"]
+    assert [c["reflection"] for c in closings] == ["Reflection 1", "Reflection 2", "Reflection 3"]
+    assert closings[0]["conversation_title"] == "Newest"
+    assert "conversation_title" not in closings[1]
+    assert list(closings[0]) == ["id", "conversation_title", "reflection", "created_at"]
+    assert list(closings[1]) == ["id", "reflection", "created_at"]
+
+
+@override_settings(CATALOG_WINDOW_DAYS=10)
+def test_the_window_follows_the_setting(user, make_memory):
+    inside = make_memory(updated_at=NOW - timedelta(days=10))
+    make_memory(updated_at=NOW - timedelta(days=11))
+    payload = reflect(owner=user, now=NOW).payload
+    assert [t[1:37] for t in payload["catalog"]["episodic"]] == [str(inside.pk)]
+    assert "10 days" in payload["catalog_note"]
+
+
+@override_settings(REFLECT_MAX_TOKENS=600)
+def test_the_budget_follows_the_setting_and_cuts_the_lowest_lines(user, make_memory):
+    keep = make_memory(salience="high", gist="Important and kept")
+    for i in range(30):
+        make_memory(salience="low", gist=f"Minor detail number {i}", updated_at=NOW)
+    result = reflect(owner=user, now=NOW)
+    payload = result.payload
+    assert payload["budget"]["max_tokens"] == 600
+    assert payload["budget"]["tokens"] <= 600
+    assert payload["budget"]["tokens"] == math.ceil(len(result.text) / 4)
+    cut = payload["budget"]["cut"]["episodic"]
+    assert cut > 0
+    assert payload["catalog_omitted"]["episodic"] == cut
+    assert payload["catalog_count"] == 31 - cut
+    assert payload["catalog"]["episodic"][0].startswith(f"[{keep.pk}]")
+    assert "token budget" in payload["catalog_note"]
+
+
+@override_settings(REFLECT_MAX_TOKENS=300)
+def test_core_over_budget_is_sent_whole_with_a_warning(user, make_memory):
+    core = make_memory(core=True, category="identity", content="w" * 2000)
+    make_memory(gist="Would be a catalog line")
+    result = reflect(owner=user, now=NOW)
+    assert result.payload["core_memories"]["identity"][0]["content"] == core.content
+    assert result.payload["catalog_count"] == 0
+    assert result.tokens > 300
+    assert result.warnings
+
+
+def test_reflect_changes_nothing(user, make_memory):
+    memory = make_memory(gist="Recent", core=False)
+    make_memory(core=True, category="identity")
+    reflect(owner=user, now=NOW)
+    memory.refresh_from_db()
+    assert memory.retrieval_count == 0
+    assert memory.last_retrieved is None
+    assert memory.updated_at == NOW
+
+
+def test_other_users_memories_are_invisible(user, other_user, make_memory):
+    make_memory(owner=other_user, core=True, category="identity")
+    make_memory(owner=other_user, salience="high")
+    make_memory(owner=other_user, updated_at=NOW - timedelta(days=400))
+    payload = reflect(owner=user, now=NOW).payload
+    assert payload["core_count"] == 0
+    assert payload["catalog_count"] == 0
+    assert sum(payload["catalog_omitted"].values()) == 0
+
+
+@pytest.mark.parametrize("size", [5, 200])
+def test_reflect_query_count_does_not_grow_with_the_store(
+    user, make_memory, django_assert_max_num_queries, size
+):
+    for i in range(size):
+        make_memory(
+            core=i % 10 == 0,
+            category=CATEGORIES[i % 5],
+            salience=("high", "medium", "low")[i % 3],
+            updated_at=NOW - timedelta(days=i),
+        )
+    for i in range(5):
+        Closing.objects.create(owner=user, reflection=f"r{i}", created_at=NOW)
+    with django_assert_max_num_queries(4):
+        result = reflect(owner=user, now=NOW)
+    assert result.payload["core_count"] == len(range(0, size, 10))
+
+
+def test_reflect_does_not_read_the_content_of_catalog_or_omitted_memories(
+    user, make_memory, django_assert_max_num_queries
+):
+    make_memory(content="SECRET-CONTENT " * 100, gist="Catalog line")
+    make_memory(content="SECRET-CONTENT " * 100, updated_at=NOW - timedelta(days=400))
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        reflect(owner=user, now=NOW)
+    selects = [q["sql"] for q in queries.captured_queries]
+    content_reads = [sql for sql in selects if '"content"' in sql]
+    # Only the core query may read content, and it asks for core memories alone.
+    assert len(content_reads) == 1
+    assert '"core"' in content_reads[0]
