@@ -19,18 +19,6 @@ def memory_state(memory: Memory) -> dict[str, Any]:
     return {f.attname: getattr(fresh, f.attname) for f in Memory._meta.concrete_fields}
 
 
-# The shared fixtures set real passwords, and hashing one costs about half a second;
-# these tests never log in, so their users carry no password.
-@pytest.fixture
-def user(django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user(username="alice")
-
-
-@pytest.fixture
-def other_user(django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user(username="bob")
-
-
 @pytest.fixture
 def unchanged() -> Callable[[], Any]:
     """`with unchanged():` asserts the block leaves every table's row count as it was."""
