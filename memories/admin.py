@@ -1,0 +1,420 @@
+"""The operator's Django admin: memories of every user, with bulk fixes that go through the
+services (so revisions are kept, updated_at behaves and the recall index stays right), and
+read-only views of revisions, closings and snapshots.
+
+Memory text is written by a model and may hold markup: it is only ever shown through
+Django's escaping (format_html, never mark_safe on model text).
+"""
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from memories import services
+from memories.errors import InvalidInput
+from memories.models import ChangeSource, Closing, Memory, Revision, Salience, Snapshot
+from memories.services.snapshots import snapshot_summary
+from memories.validation import MAX_GIST, require_text
+
+ADMIN_ARCHIVE_REASON = "archived in the admin"
+GIST_COLUMN_LENGTH = 100
+
+
+class OwnScopedAdmin(admin.ModelAdmin):
+    """Superusers see every user's records; other staff only their own."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(owner=request.user)
+
+
+class ReadOnlyAdmin(OwnScopedAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ArchivedFilter(admin.SimpleListFilter):
+    title = "archived"
+    parameter_name = "archived"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Archived"), ("no", "Live")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return queryset.archived()
+        if self.value() == "no":
+            return queryset.live()
+        return queryset
+
+
+class MemoryForm(forms.ModelForm):
+    """Only gist, salience and core are edited here, each through its service."""
+
+    gist = forms.CharField(max_length=MAX_GIST, widget=forms.TextInput(attrs={"size": 100}))
+
+    class Meta:
+        model = Memory
+        fields = ["gist", "salience", "core"]
+
+    def clean_gist(self) -> str:
+        try:
+            return require_text(self.cleaned_data["gist"], field="gist", limit=MAX_GIST).strip()
+        except InvalidInput as error:
+            raise forms.ValidationError(error.message) from None
+
+
+def _bulk(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: QuerySet,
+    change: Callable[[int, uuid.UUID], Any],
+    done: str,
+) -> None:
+    """Apply one service call per selected memory, as that memory's owner."""
+    count = 0
+    for pk, owner_id in queryset.values_list("pk", "owner_id"):
+        try:
+            change(owner_id, pk)
+        except InvalidInput as error:
+            modeladmin.message_user(request, f"{pk}: {error.message}", messages.ERROR)
+        else:
+            count += 1
+    modeladmin.message_user(request, f"{done}: {count} memories.", messages.SUCCESS)
+
+
+def _salience_action(salience: str) -> Callable[..., None]:
+    @admin.action(description=f"Set salience to {salience}", permissions=["change"])
+    def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+        _bulk(
+            modeladmin,
+            request,
+            queryset,
+            lambda owner, pk: services.set_curation(
+                owner=owner, memory_id=pk, salience=salience, source=ChangeSource.ADMIN
+            ),
+            f"Salience set to {salience}",
+        )
+
+    action.__name__ = f"set_salience_{salience}"
+    return action
+
+
+def _core_action(core: bool) -> Callable[..., None]:
+    description = "Add to core (Tier 1)" if core else "Remove from core (Tier 1)"
+
+    @admin.action(description=description, permissions=["change"])
+    def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+        _bulk(
+            modeladmin,
+            request,
+            queryset,
+            lambda owner, pk: services.set_curation(
+                owner=owner, memory_id=pk, core=core, source=ChangeSource.ADMIN
+            ),
+            "Added to core" if core else "Removed from core",
+        )
+
+    action.__name__ = "add_to_core" if core else "remove_from_core"
+    return action
+
+
+@admin.action(description="Archive", permissions=["change"])
+def archive_memories(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> None:
+    _bulk(
+        modeladmin,
+        request,
+        queryset.live(),
+        lambda owner, pk: services.archive(
+            owner=owner, memory_id=pk, reason=ADMIN_ARCHIVE_REASON, source=ChangeSource.ADMIN
+        ),
+        "Archived",
+    )
+
+
+@admin.action(description="Unarchive", permissions=["change"])
+def unarchive_memories(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> None:
+    _bulk(
+        modeladmin,
+        request,
+        queryset.archived(),
+        lambda owner, pk: services.unarchive(owner=owner, memory_id=pk, source=ChangeSource.ADMIN),
+        "Unarchived",
+    )
+
+
+@admin.register(Memory)
+class MemoryAdmin(OwnScopedAdmin):
+    form = MemoryForm
+    list_display = (
+        "gist_line",
+        "category",
+        "salience",
+        "core",
+        "archived",
+        "last_touched_at",
+        "retrieval_count",
+        "owner",
+    )
+    list_filter = (
+        "owner",
+        ("category", admin.AllValuesFieldListFilter),
+        ("salience", admin.AllValuesFieldListFilter),
+        "core",
+        ArchivedFilter,
+    )
+    search_fields = ("gist", "content", "tag_rows__key")
+    search_help_text = "Searches gist, content and tags; a full memory id finds that memory."
+    list_select_related = ("owner",)
+    ordering = ("-last_touched_at", "id")
+    list_per_page = 50
+    actions = (
+        archive_memories,
+        unarchive_memories,
+        _salience_action(Salience.HIGH),
+        _salience_action(Salience.MEDIUM),
+        _salience_action(Salience.LOW),
+        _core_action(True),
+        _core_action(False),
+    )
+    readonly_fields = (
+        "id",
+        "owner",
+        "category",
+        "content",
+        "gist_autogenerated",
+        "tags",
+        "search_keywords",
+        "linked_memories",
+        "conversation_url",
+        "conversation_id",
+        "transcript_ref",
+        "provenance",
+        "epistemic_status",
+        "replication_count",
+        "compression_level",
+        "created_at",
+        "updated_at",
+        "last_retrieved",
+        "retrieval_count",
+        "last_touched_at",
+        "archived_at",
+        "archive_reason",
+        "revision_history",
+    )
+    fieldsets = (
+        (None, {"fields": ("id", "owner", "category", "gist", "gist_autogenerated", "content")}),
+        ("Curation", {"fields": ("salience", "core", "archived_at", "archive_reason")}),
+        (
+            "Details",
+            {
+                "fields": (
+                    "tags",
+                    "search_keywords",
+                    "linked_memories",
+                    "epistemic_status",
+                    "provenance",
+                    "replication_count",
+                    "compression_level",
+                    "conversation_url",
+                    "conversation_id",
+                    "transcript_ref",
+                )
+            },
+        ),
+        (
+            "Bookkeeping",
+            {
+                "fields": (
+                    "created_at",
+                    "updated_at",
+                    "last_retrieved",
+                    "retrieval_count",
+                    "last_touched_at",
+                )
+            },
+        ),
+        ("Revisions", {"fields": ("revision_history",)}),
+    )
+
+    @admin.display(description="gist", ordering="gist")
+    def gist_line(self, memory: Memory) -> str:
+        text = memory.gist or memory.content
+        if len(text) > GIST_COLUMN_LENGTH:
+            return text[: GIST_COLUMN_LENGTH - 1] + "…"
+        return text
+
+    @admin.display(description="archived", boolean=True, ordering="archived_at")
+    def archived(self, memory: Memory) -> bool:
+        return memory.is_archived
+
+    @admin.display(description="revisions")
+    def revision_history(self, memory: Memory) -> SafeString:
+        revisions = memory.revisions.all()[:50]
+        if not revisions:
+            return format_html("{}", "none")
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "",
+                '<li><a href="{}">{}</a>: {}</li>',
+                (
+                    (
+                        reverse("admin:memories_revision_change", args=[r.pk]),
+                        str(r),
+                        ", ".join(r.changed_fields),
+                    )
+                    for r in revisions
+                ),
+            ),
+        )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        try:
+            memory_id = uuid.UUID(search_term.strip())
+        except ValueError:
+            return super().get_search_results(request, queryset, search_term)
+        return queryset.filter(pk=memory_id), False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Memories come in through the tools and import_taproot.
+        return False
+
+    def save_model(
+        self, request: HttpRequest, obj: Memory, form: forms.ModelForm, change: bool
+    ) -> None:
+        data = form.cleaned_data
+        if "gist" in form.changed_data:
+            services.edit_gist(
+                owner=obj.owner_id, memory_id=obj.pk, gist=data["gist"], source=ChangeSource.ADMIN
+            )
+        curation = {name: data[name] for name in ("salience", "core") if name in form.changed_data}
+        if curation:
+            services.set_curation(
+                owner=obj.owner_id, memory_id=obj.pk, source=ChangeSource.ADMIN, **curation
+            )
+
+    def delete_model(self, request: HttpRequest, obj: Memory) -> None:
+        services.delete(owner=obj.owner_id, memory_id=obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for pk, owner_id in queryset.values_list("pk", "owner_id"):
+            services.delete(owner=owner_id, memory_id=pk)
+
+
+@admin.register(Revision)
+class RevisionAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "memory_link", "source", "action", "changed", "owner")
+    list_filter = ("source", "action", "owner")
+    list_select_related = ("owner",)
+    search_fields = ("=memory__id",)
+    readonly_fields = (
+        "memory_link",
+        "owner",
+        "source",
+        "action",
+        "created_at",
+        "changed_fields",
+        "before",
+        "after",
+    )
+    fields = readonly_fields
+
+    @admin.display(description="memory")
+    def memory_link(self, revision: Revision) -> SafeString:
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:memories_memory_change", args=[revision.memory_id]),
+            str(revision.memory_id),
+        )
+
+    @admin.display(description="changed")
+    def changed(self, revision: Revision) -> str:
+        return ", ".join(revision.changed_fields)
+
+
+@admin.register(Closing)
+class ClosingAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "title", "reflection_start", "owner")
+    list_filter = ("owner",)
+    list_select_related = ("owner",)
+    search_fields = ("reflection", "conversation_title")
+    readonly_fields = (
+        "id",
+        "owner",
+        "conversation_title",
+        "conversation_url",
+        "reflection",
+        "created_at",
+    )
+    fields = readonly_fields
+
+    @admin.display(description="title", ordering="conversation_title")
+    def title(self, closing: Closing) -> str:
+        return closing.conversation_title or "—"
+
+    @admin.display(description="reflection")
+    def reflection_start(self, closing: Closing) -> str:
+        text = closing.reflection
+        return text if len(text) <= GIST_COLUMN_LENGTH else text[: GIST_COLUMN_LENGTH - 1] + "…"
+
+
+@admin.register(Snapshot)
+class SnapshotAdmin(ReadOnlyAdmin):
+    list_display = ("id", "created_at", "reason", "memory_count", "owner")
+    list_filter = ("reason", "owner")
+    list_select_related = ("owner",)
+    readonly_fields = (
+        "id",
+        "owner",
+        "reason",
+        "created_at",
+        "memory_count",
+        "covers",
+        "how_to_restore",
+        "records_json",
+    )
+    fields = readonly_fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The records can be megabytes: load them only on the snapshot's own page.
+        return super().get_queryset(request).defer("records")
+
+    @admin.display(description="what it holds")
+    def covers(self, snapshot: Snapshot) -> str:
+        return snapshot_summary(snapshot)
+
+    @admin.display(description="restore")
+    def how_to_restore(self, snapshot: Snapshot) -> str:
+        return (
+            f"Run `manage.py restore_snapshot {snapshot.pk}`. The present state is "
+            "snapshotted first, so the restore can be undone."
+        )
+
+    @admin.display(description="records")
+    def records_json(self, snapshot: Snapshot) -> SafeString:
+        text = json.dumps(snapshot.records, indent=2, ensure_ascii=False)
+        return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
