@@ -1,0 +1,310 @@
+"""`python -m bench` (or `bench/run`): every benchmark, one command.
+
+Quick profile (default): stores of 1,000 and 10,000 memories on SQLite and PostgreSQL,
+LoCoMo retrieval quality, and the HTTP runs at 10,000. `--full` adds 100,000.
+Writes bench/results/<timestamp>/results.json and results.md (and bench/results/latest.*).
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.database import (
+    DEFAULT_POSTGRES_URL,
+    BenchDatabase,
+    drop,
+    postgres_database,
+    postgres_reachable,
+    recreate,
+    sqlite_database,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+SHARED = ROOT.parent / "shared"
+DEFAULT_LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"
+REFERENCE_SCORER = SHARED / "bench" / "locomo_eval_reference.py"
+PROFILES = {"quick": (1_000, 10_000), "full": (1_000, 10_000, 100_000)}
+HTTP_SIZE = 10_000
+PARTS = ("service", "retrieval", "http")
+
+
+def log(message: str) -> None:
+    print(f"[bench {datetime.now().strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gb() -> str:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                return f"{int(line.split()[1]) / 1024 / 1024:.1f} GB"
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _postgres_version(url: str) -> str:
+    import psycopg
+
+    try:
+        with psycopg.connect(url.replace("postgres://", "postgresql://", 1).rsplit("/", 1)[0]
+                             + "/postgres", connect_timeout=3) as conn:  # fmt: skip
+            row = conn.execute("SHOW server_version").fetchone()
+            return str(row[0]) if row else "unknown"
+    except psycopg.Error:
+        return "not reachable"
+
+
+def _git_commit() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return f"{head}{' (with uncommitted changes)' if dirty else ''}"
+    except OSError:
+        return "unknown"
+
+
+def machine_facts(postgres_url: str) -> dict[str, str]:
+    import django
+
+    return {
+        "CPU": _cpu_model(),
+        "cores": str(os.cpu_count()),
+        "memory": _memory_gb(),
+        "OS": platform.platform(),
+        "Python": platform.python_version(),
+        "Django": django.get_version(),
+        "SQLite": sqlite3.sqlite_version,
+        "PostgreSQL": _postgres_version(postgres_url),
+        "commit": _git_commit(),
+    }
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def run_child(args: list[str], out: Path) -> dict[str, Any]:
+    before = load_average()
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "bench.child", *args, "--out", str(out)], cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"bench.child {args[0]} failed (exit {done.returncode})")
+    result = json.loads(out.read_text())
+    result["wall_seconds"] = round(time.perf_counter() - started, 1)
+    result["load_average"] = {"before": before, "after": load_average()}
+    return result
+
+
+def cross_check(retrieval: dict[str, Any], data: Path) -> list[str]:
+    """Score every ranked list again with the shared reference scorer, when it is there."""
+    if not REFERENCE_SCORER.exists():
+        return [f"reference scorer not found at {REFERENCE_SCORER}: no cross-check"]
+    lines = []
+    worst = 0.0
+    for unit, unit_report in retrieval["units"].items():
+        for system in unit_report["systems"].values():
+            out = Path(system["results"]).with_suffix(".reference.json")
+            subprocess.run(
+                [sys.executable, str(REFERENCE_SCORER), "score", "--unit", unit, "--data",
+                 str(data), "--results", system["results"], "--json-out", str(out)],
+                check=True, capture_output=True,
+            )  # fmt: skip
+            theirs = json.loads(out.read_text())["system"]["metrics"]
+            for category, ours in system["scores"].items():
+                for metric in ("R@5", "R@10", "MRR@10"):
+                    worst = max(worst, abs(ours[metric] - theirs[category][metric]))
+    lines.append(
+        "Every ranked list above was scored again by the shared reference scorer "
+        f"(`score --results`): largest difference from this harness's figures {worst:.4f}."
+    )
+    return lines
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--full", action="store_true", help="add the 100,000-memory store")
+    parser.add_argument("--sizes", help="comma-separated store sizes (overrides the profile)")
+    parser.add_argument("--backends", default="sqlite,postgres", help="sqlite and/or postgres")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("TAPROOT_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+        help="server and base name for the bench databases (default %(default)s)",
+    )
+    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO, help="LoCoMo-format file")
+    parser.add_argument("--parts", default=",".join(PARTS), help="service, retrieval, http")
+    parser.add_argument("--only", help="service part: only operations whose name contains this")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--budget", type=float, default=3.0, help="seconds per operation")
+    parser.add_argument("--max-runs", type=int, default=300)
+    parser.add_argument("--out", type=Path, help="results folder (default bench/results/<time>)")
+    parser.add_argument("--keep-databases", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    profile = "full" if args.full else "quick"
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(PROFILES[profile])
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    out_dir = args.out or RESULTS / stamp
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="taproot-bench-"))
+    results: dict[str, Any] = {
+        "profile": profile,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["python -m bench", *argv]),
+        "machine": machine_facts(args.postgres_url),
+        "service": [],
+        "notes": [],
+    }
+    if "postgres" in backends:
+        reason = postgres_reachable(args.postgres_url)
+        if reason:
+            backends.remove("postgres")
+            results["notes"].append(f"PostgreSQL skipped: {reason}")
+            log(f"PostgreSQL not reachable ({reason}); measuring SQLite only")
+
+    databases: dict[str, BenchDatabase] = {}
+
+    def database(backend: str, name: str) -> BenchDatabase:
+        if backend == "sqlite":
+            return sqlite_database(workdir, name)
+        return postgres_database(args.postgres_url, name)
+
+    try:
+        if "service" in parts:
+            for backend in backends:
+                for size in sizes:
+                    db = database(backend, f"store_{size}")
+                    recreate(db)
+                    log(f"service latency: {db.label}, {size:,} memories")
+                    child_args = ["service", "--database-url", db.url, "--size", str(size)]
+                    child_args += ["--seed", str(args.seed), "--budget", str(args.budget)]
+                    child_args += ["--max-runs", str(args.max_runs)]
+                    if args.only:
+                        child_args += ["--only", args.only]
+                    out = out_dir / f"service-{backend}-{size}.json"
+                    results["service"].append(run_child(child_args, out))
+                    if size == HTTP_SIZE and "http" in parts:
+                        databases[backend] = db
+                    elif not args.keep_databases:
+                        drop(db)
+        if "retrieval" in parts:
+            if not args.locomo.exists():
+                results["notes"].append(f"LoCoMo data not found at {args.locomo}: not measured")
+            else:
+                runs = {}
+                for backend in backends:
+                    db = database(backend, "locomo")
+                    recreate(db)
+                    log(f"retrieval quality on LoCoMo: {db.label}")
+                    unit_dir = out_dir / f"retrieval-{backend}"
+                    runs[backend] = run_child(
+                        ["retrieval", "--database-url", db.url, "--data", str(args.locomo)],
+                        unit_dir / "retrieval.json",
+                    )
+                    if not args.keep_databases:
+                        drop(db)
+                first = runs[backends[0]]
+                first["checks"] = cross_check(first, args.locomo)
+                if len(runs) == 2:
+                    first["checks"].append(_same_rankings(runs))
+                results["retrieval"] = first
+        if "http" in parts:
+            results["http"] = run_http(args, backends, databases, out_dir)
+    finally:
+        for db in databases.values():
+            if not args.keep_databases:
+                drop(db)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    markdown = report.render(results)
+    (out_dir / "results.md").write_text(markdown)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(out_dir / "results.json", RESULTS / "latest.json")
+    shutil.copyfile(out_dir / "results.md", RESULTS / "latest.md")
+    print(markdown)
+    log(f"wrote {out_dir / 'results.json'} and {out_dir / 'results.md'}")
+
+
+def _same_rankings(runs: dict[str, dict[str, Any]]) -> str:
+    differing = 0
+    total = 0
+    for unit, unit_report in runs["sqlite"]["units"].items():
+        ours = Path(unit_report["systems"]["Taproot"]["results"]).read_text().splitlines()
+        theirs_path = runs["postgres"]["units"][unit]["systems"]["Taproot"]["results"]
+        theirs = Path(theirs_path).read_text().splitlines()
+        total += len(ours)
+        differing += sum(a != b for a, b in zip(ours, theirs, strict=True))
+    if differing == 0:
+        return f"Taproot's rankings are identical on SQLite and PostgreSQL ({total} questions)."
+    return (
+        f"Taproot's rankings differ between SQLite and PostgreSQL on {differing} of {total} "
+        "questions."
+    )
+
+
+def run_http(
+    args: argparse.Namespace,
+    backends: list[str],
+    databases: dict[str, BenchDatabase],
+    out_dir: Path,
+) -> dict[str, Any]:
+    try:
+        from bench.http_bench import unavailable_reason
+    except ImportError:
+        return {"unavailable": "the HTTP benchmark is not built yet"}
+    reason = unavailable_reason()
+    if reason:
+        log(f"HTTP part skipped: {reason}")
+        return {"unavailable": reason}
+    combined: dict[str, Any] = {"latency": [], "throughput": []}
+    for backend in backends:
+        db = databases.get(backend)
+        if db is None:
+            return {"unavailable": f"the HTTP part needs the service part at {HTTP_SIZE:,}"}
+        log(f"over HTTP: {db.label}, {HTTP_SIZE:,} memories")
+        result = run_child(
+            ["http", "--database-url", db.url, "--size", str(HTTP_SIZE), "--seed", str(args.seed)],
+            out_dir / f"http-{backend}.json",
+        )
+        combined["latency"].extend(result["latency"])
+        combined["throughput"].extend(result["throughput"])
+    return combined
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

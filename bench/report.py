@@ -1,0 +1,313 @@
+"""Markdown tables from a results document (what `python -m bench` writes as JSON)."""
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+# Medians at 10,000 memories, in milliseconds: (in process, over HTTP). From issue 7.
+TARGETS: dict[str, tuple[float, float]] = {
+    "reflect": (25.0, 40.0),
+    "recall, 3-word query": (15.0, 30.0),
+    "remember, create": (10.0, 25.0),
+    "status": (25.0, 40.0),
+}
+TARGET_SIZE = 10_000
+THROUGHPUT_TARGET = 150.0
+GROWTH_LIMIT = 4.0
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|",
+    ]
+    for row in rows:
+        lines.append("| " + " | ".join("" if v is None else str(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def size_label(size: int) -> str:
+    return f"{size:,}"
+
+
+def machine_section(results: dict[str, Any]) -> str:
+    machine = results["machine"]
+    rows = [(key, value) for key, value in machine.items()]
+    return table(("", ""), rows)
+
+
+def _runs_by_backend(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for run in results.get("service", []):
+        grouped.setdefault(run["backend"], []).append(run)
+    for runs in grouped.values():
+        runs.sort(key=lambda r: r["size"])
+    return grouped
+
+
+BACKEND_LABELS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+
+
+def service_section(results: dict[str, Any]) -> str:
+    parts: list[str] = []
+    for backend, runs in _runs_by_backend(results).items():
+        sizes = [r["size"] for r in runs]
+        names = [op["operation"] for op in runs[0]["operations"]]
+        headers = ["operation"]
+        for size in sizes:
+            headers.append(f"{size_label(size)}: median / p95 / p99 ms")
+        headers.append("SQL queries")
+        headers.append("candidates (" + " / ".join(size_label(s) for s in sizes) + ")")
+        rows = []
+        for name in names:
+            row: list[Any] = [name]
+            queries: list[str] = []
+            candidates: list[str] = []
+            for run in runs:
+                op = next((o for o in run["operations"] if o["operation"] == name), None)
+                if op is None:
+                    row.append("–")
+                    continue
+                row.append(f"{ms(op['median_ms'])} / {ms(op['p95_ms'])} / {ms(op['p99_ms'])}")
+                queries.append(str(op["sql_queries"]))
+                if op.get("candidates") is not None:
+                    candidates.append(f"{op['candidates']:,.0f}")
+            row.append(" / ".join(dict.fromkeys(queries)))
+            row.append(" / ".join(candidates) if candidates else "")
+            rows.append(row)
+        payload_rows = [
+            (
+                size_label(r["size"]),
+                f"{r['reflect_payload']['kb']} KB",
+                f"{r['reflect_payload']['tokens']:,}",
+                r["reflect_payload"]["core_count"],
+                r["reflect_payload"]["catalog_lines"],
+                r["reflect_payload"]["catalog_cut_by_budget"],
+                f"{r['store']['token_rows']:,}",
+                f"{r['store']['load_seconds']} s",
+            )
+            for r in runs
+        ]
+        missing = [r["size"] for r in runs if not r.get("migrate_available")]
+        note = (
+            "\n\n`migrate` was not available in this checkout"
+            + f" (sizes {', '.join(size_label(s) for s in missing)}): not measured."
+            if missing
+            else ""
+        )
+        parts.append(
+            f"### {BACKEND_LABELS.get(backend, backend)}\n\n"
+            + table(headers, rows)
+            + note
+            + "\n\n"
+            + table(
+                (
+                    "memories",
+                    "reflect payload",
+                    "tokens",
+                    "core",
+                    "catalog lines",
+                    "lines cut by budget",
+                    "index rows",
+                    "bulk load",
+                ),
+                payload_rows,
+            )
+        )
+    return "\n\n".join(parts)
+
+
+def _median(run: dict[str, Any], name: str) -> float | None:
+    for op in run["operations"]:
+        if op["operation"] == name:
+            return op["median_ms"]
+    return None
+
+
+def _verdict(value: float | None, target: float) -> str:
+    if value is None:
+        return "not measured"
+    if value <= target:
+        return f"met ({target / value:.1f}× headroom)" if value > 0 else "met"
+    return f"**missed** ({value / target:.1f}× over)"
+
+
+def targets_section(results: dict[str, Any]) -> str:
+    rows = []
+    http = {(r["backend"], r["tool"]): r for r in results.get("http", {}).get("latency", [])}
+    for backend, runs in _runs_by_backend(results).items():
+        run = next((r for r in runs if r["size"] == TARGET_SIZE), None)
+        if run is None:
+            continue
+        label = BACKEND_LABELS.get(backend, backend)
+        for target_name, (in_process, over_http) in TARGETS.items():
+            names = [target_name]
+            if target_name == "recall, 3-word query":
+                names = [f"{target_name}, {band} words" for band in ("rare", "middle", "common")]
+            for name in names:
+                value = _median(run, name)
+                http_row = http.get((backend, name))
+                http_value = http_row["median_ms"] if http_row else None
+                rows.append(
+                    (
+                        label,
+                        name,
+                        f"≤ {in_process:.0f}",
+                        ms(value),
+                        _verdict(value, in_process),
+                        f"≤ {over_http:.0f}",
+                        ms(http_value),
+                        _verdict(http_value, over_http) if http_row else "not measured",
+                    )
+                )
+    return table(
+        (
+            "database",
+            "operation (10,000 memories)",
+            "target in process",
+            "median",
+            "",
+            "target over HTTP",
+            "median",
+            "",
+        ),
+        rows,
+    )
+
+
+def growth_section(results: dict[str, Any]) -> str:
+    rows = []
+    for backend, runs in _runs_by_backend(results).items():
+        small = next((r for r in runs if r["size"] == TARGET_SIZE), None)
+        large = next((r for r in runs if r["size"] == 10 * TARGET_SIZE), None)
+        if small is None or large is None:
+            continue
+        for op in large["operations"]:
+            before = _median(small, op["operation"])
+            if not before:
+                continue
+            ratio = op["median_ms"] / before
+            bound = op.get("band") == "common" or op["operation"] == "recall by category"
+            verdict = (
+                "candidate-bound" if bound else ("ok" if ratio <= GROWTH_LIMIT else "**over 4×**")
+            )
+            rows.append(
+                (
+                    BACKEND_LABELS.get(backend, backend),
+                    op["operation"],
+                    ms(before),
+                    ms(op["median_ms"]),
+                    f"{ratio:.1f}×",
+                    verdict,
+                )
+            )
+    if not rows:
+        return "Run with `--full` to measure 100,000 memories."
+    return table(("database", "operation", "10,000", "100,000", "growth", ""), rows)
+
+
+def retrieval_section(results: dict[str, Any]) -> str:
+    retrieval = results.get("retrieval")
+    if not retrieval:
+        return "Not run."
+    parts = []
+    for unit, unit_report in retrieval["units"].items():
+        systems = unit_report["systems"]
+        categories = list(next(iter(systems.values()))["scores"])
+        rows = []
+        for category in categories:
+            row: list[Any] = [category, next(iter(systems.values()))["scores"][category]["n"]]
+            for system in systems.values():
+                s = system["scores"][category]
+                row.append(f"{s['R@5']:.3f} / {s['R@10']:.3f} / {s['MRR@10']:.3f}")
+            rows.append(row)
+        parts.append(
+            f"**{unit} unit**: {unit_report['memories']:,} memories in "
+            f"{unit_report['conversations']} stores, {unit_report['questions']} questions; "
+            f"Taproot ranks in {unit_report['taproot_ms_per_question']} ms per question.\n\n"
+            + table(["category", "n"] + [f"{name}: R@5 / R@10 / MRR@10" for name in systems], rows)
+        )
+    checks = retrieval.get("checks", [])
+    if checks:
+        parts.append("\n".join(f"- {line}" for line in checks))
+    return "\n\n".join(parts)
+
+
+def http_section(results: dict[str, Any]) -> str:
+    http = results.get("http")
+    if not http:
+        return "Not run."
+    if http.get("unavailable"):
+        return f"Not measured: {http['unavailable']}"
+    parts = []
+    rows = [
+        (
+            BACKEND_LABELS.get(r["backend"], r["backend"]),
+            r["tool"],
+            r["runs"],
+            ms(r["median_ms"]),
+            ms(r["p95_ms"]),
+            ms(r.get("service_median_ms")),
+            ms(r.get("overhead_ms")),
+        )
+        for r in http.get("latency", [])
+    ]
+    parts.append(
+        table(
+            ("database", "tool call", "runs", "median ms", "p95 ms", "service median", "transport"),
+            rows,
+        )
+    )
+    rows = [
+        (
+            BACKEND_LABELS.get(r["backend"], r["backend"]),
+            r["workers"],
+            r["clients"],
+            f"{r['calls_per_second']:.0f}",
+            ms(r["median_ms"]),
+            ms(r["p95_ms"]),
+            r["errors"],
+        )
+        for r in http.get("throughput", [])
+    ]
+    if rows:
+        parts.append(
+            table(
+                ("database", "workers", "clients", "calls/s", "median ms", "p95 ms", "errors"),
+                rows,
+            )
+        )
+    return "\n\n".join(parts)
+
+
+def render(results: dict[str, Any]) -> str:
+    sections = [
+        "# Taproot benchmark results",
+        f"Profile `{results['profile']}`, started {results['started_at']}, command "
+        f"`{results['command']}`.",
+        "## Machine",
+        machine_section(results),
+        "## Targets (medians at 10,000 memories)",
+        targets_section(results),
+        "## Service-level latency (in process)",
+        service_section(results),
+        "## Growth from 10,000 to 100,000 memories",
+        growth_section(results),
+        "## Over HTTP (MCP client → uvicorn)",
+        http_section(results),
+        "## Retrieval quality (LoCoMo)",
+        retrieval_section(results),
+    ]
+    notes = results.get("notes")
+    if notes:
+        sections += ["## Notes", "\n".join(f"- {n}" for n in notes)]
+    return "\n\n".join(sections) + "\n"
