@@ -35,6 +35,7 @@ async def mcp_client(url: str, token: str | None, *, mode: str) -> AsyncIterator
 class McpCaller:
     portal: BlockingPortal
     client: Client
+    mode: str = "legacy"
 
     @property
     def protocol_version(self) -> str:
@@ -50,17 +51,17 @@ class McpCaller:
         """The JSON of a call that must succeed."""
         result = self.call(name, arguments)
         body = decode(result)
-        assert not result.is_error, body
-        assert body["status"] == "ok", body
+        assert not result.is_error, (self.mode, body)
+        assert body["status"] == "ok", (self.mode, body)
         return body
 
     def refusal(self, name: str, arguments: dict[str, Any] | None = None) -> str:
         """The message of a call that must be refused with the project's error shape."""
         result = self.call(name, arguments)
         body = decode(result)
-        assert result.is_error, body
-        assert body == {"status": "error", "message": body["message"]}
-        assert body["message"]
+        assert result.is_error, (self.mode, body)
+        assert body == {"status": "error", "message": body["message"]}, self.mode
+        assert body["message"], self.mode
         return body["message"]
 
 

@@ -57,27 +57,19 @@ def connect(portal: BlockingPortal, mcp_url: str) -> Iterator[Callable[..., McpC
             client = stack.enter_context(
                 portal.wrap_async_context_manager(mcp_client(mcp_url, token, mode=mode))
             )
-            return McpCaller(portal=portal, client=client)
+            return McpCaller(portal=portal, client=client, mode=mode)
 
         yield open_session
 
 
-@pytest.fixture(params=MODES)
-def mode(request: Any) -> str:
-    return request.param
-
-
 @pytest.fixture
-def mcp(
-    connect: Callable[..., McpCaller], token_for: Callable[..., str], user: Any, mode: str
-) -> McpCaller:
-    """Alice's session, once per protocol era."""
-    return connect(token_for(user), mode=mode)
-
-
-@pytest.fixture
-def legacy_mcp(
+def eras(
     connect: Callable[..., McpCaller], token_for: Callable[..., str], user: Any
-) -> McpCaller:
-    """Alice's session in the 2025 handshake era only (for checks that do not depend on it)."""
-    return connect(token_for(user), mode="legacy")
+) -> list[McpCaller]:
+    """Alice's sessions in both protocol eras: the 2025 handshake and 2026-07-28.
+
+    Tests loop over them instead of being parametrized: each test on a real server
+    must empty the database afterwards, and that is the slow part on PostgreSQL.
+    """
+    token = token_for(user)
+    return [connect(token, mode=mode) for mode in MODES]

@@ -12,8 +12,7 @@ from taproot_site.asgi import build_application
 from tests.conftest import is_postgres
 from tests.mcp.test_auth import INITIALIZE
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
-
+on_server = pytest.mark.django_db(transaction=True)
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
@@ -25,6 +24,8 @@ def post(url: str, token: str | None = None, **headers: str) -> httpx2.Response:
     return httpx2.post(url, json=INITIALIZE, headers=sent, timeout=10)
 
 
+@on_server
+@pytest.mark.server
 def test_mcp_is_served_at_exactly_mcp_without_a_slash_redirect(server, mcp_url, user, token_for):
     token = token_for(user)
     assert post(mcp_url, token).status_code == 200
@@ -33,11 +34,15 @@ def test_mcp_is_served_at_exactly_mcp_without_a_slash_redirect(server, mcp_url, 
     assert "location" not in slashed.headers
 
 
+@on_server
+@pytest.mark.server
 def test_a_host_outside_the_allowlist_is_refused(server, mcp_url, user, token_for):
     response = post(mcp_url, token_for(user), Host="attacker.example")
     assert response.status_code == 421
 
 
+@on_server
+@pytest.mark.server
 def test_origins_are_limited_to_the_site_and_claude(server, mcp_url, user, token_for):
     token = token_for(user)
     assert post(mcp_url, token, Origin="https://evil.example").status_code == 403
@@ -77,6 +82,8 @@ def test_without_lifespan_the_endpoint_says_how_to_start_it():
     assert "--lifespan on" in response.json()["error"]
 
 
+@on_server
+@pytest.mark.server
 def test_the_request_log_names_method_tool_user_and_status_but_no_text_or_token(
     server, connect, token_for, user
 ):
@@ -95,6 +102,8 @@ def test_the_request_log_names_method_tool_user_and_status_but_no_text_or_token(
     assert token not in log
 
 
+@on_server
+@pytest.mark.server
 def test_a_refused_token_is_logged_as_401_without_a_user(server, mcp_url):
     post(mcp_url, "definitely-not-valid")
     deadline = time.monotonic() + 5
@@ -113,6 +122,8 @@ def other_connections() -> int:
         return cursor.fetchone()[0]
 
 
+@on_server
+@pytest.mark.server
 def test_each_request_closes_its_database_connection(server, connect, token_for, user):
     if not is_postgres():
         pytest.skip("counts server connections in pg_stat_activity: PostgreSQL only")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.mcp.client import MODERN_VERSION, decode
+from tests.mcp.client import MODERN_VERSION
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
 
@@ -33,101 +33,102 @@ HINTS = {
 }
 
 
-def test_each_era_negotiates_its_protocol_version(mcp, mode):
-    if mode == "auto":
-        assert mcp.protocol_version == MODERN_VERSION
-    else:
-        assert mcp.protocol_version.startswith("2025-")
+def test_each_era_negotiates_its_protocol_version(eras):
+    legacy, modern = eras
+    assert legacy.protocol_version.startswith("2025-")
+    # mode="auto" quietly falls back to the handshake if 2026-07-28 fails: check it did not.
+    assert modern.protocol_version == MODERN_VERSION
 
 
-def test_the_eight_tools_are_listed(mcp):
-    tools = {tool.name: tool for tool in mcp.list_tools().tools}
-    assert set(tools) == TOOL_NAMES
-    for tool in tools.values():
-        assert len(tool.description) > 80, tool.name
-        assert tool.title
+def test_both_eras_list_the_same_eight_tools_with_descriptions(eras):
+    listings = [mcp.list_tools().tools for mcp in eras]
+    for tools in listings:
+        assert {tool.name for tool in tools} == TOOL_NAMES
+        for tool in tools:
+            assert len(tool.description) > 80, tool.name
+            assert tool.title, tool.name
+    legacy, modern = ({t.name: t.model_dump() for t in tools} for tools in listings)
+    assert legacy == modern
 
 
-def test_annotations_are_truthful_and_nothing_is_open_world(mcp):
-    for tool in mcp.list_tools().tools:
-        hints = tool.annotations
-        assert hints is not None, tool.name
-        assert hints.open_world_hint is False, tool.name
-        read_only, destructive, idempotent = HINTS[tool.name]
-        assert hints.read_only_hint is read_only, tool.name
-        if destructive is not None:
-            assert hints.destructive_hint is destructive, tool.name
-        if idempotent is not None:
-            assert hints.idempotent_hint is idempotent, tool.name
+def test_annotations_are_truthful_and_nothing_is_open_world(eras):
+    for mcp in eras:
+        for tool in mcp.list_tools().tools:
+            hints = tool.annotations
+            assert hints is not None, tool.name
+            assert hints.open_world_hint is False, tool.name
+            read_only, destructive, idempotent = HINTS[tool.name]
+            assert hints.read_only_hint is read_only, tool.name
+            if destructive is not None:
+                assert hints.destructive_hint is destructive, tool.name
+            if idempotent is not None:
+                assert hints.idempotent_hint is idempotent, tool.name
 
 
-def test_only_reflect_is_always_loaded(mcp):
-    metas = {tool.name: tool.meta or {} for tool in mcp.list_tools().tools}
-    assert metas["taproot_reflect"] == {"anthropic/alwaysLoad": True}
-    assert all(
-        "anthropic/alwaysLoad" not in meta
-        for name, meta in metas.items()
-        if name != "taproot_reflect"
-    )
+def test_only_reflect_is_always_loaded(eras):
+    for mcp in eras:
+        metas = {tool.name: tool.meta or {} for tool in mcp.list_tools().tools}
+        assert metas["taproot_reflect"] == {"anthropic/alwaysLoad": True}
+        others = [meta for name, meta in metas.items() if name != "taproot_reflect"]
+        assert all("anthropic/alwaysLoad" not in meta for meta in others)
 
 
-def test_schemas_advertise_enums_bounds_and_required_arguments(mcp):
-    schemas = {tool.name: tool.input_schema for tool in mcp.list_tools().tools}
-    remember = schemas["taproot_remember"]
-    assert remember["required"] == ["category", "content"]
-    assert remember["properties"]["category"]["enum"] == [
-        "identity",
-        "relationship",
-        "active_thread",
-        "episodic",
-        "error",
-    ]
-    assert remember["properties"]["salience"]["enum"] == ["high", "medium", "low"]
-    assert remember["properties"]["content"]["maxLength"] == 20_000
-    assert remember["properties"]["gist"]["maxLength"] == 300
-    assert remember["properties"]["tags"]["type"] == "array"
-    assert remember["properties"]["tags"]["maxItems"] == 50
-    assert remember["properties"]["core"]["type"] == "boolean"
-    recall = schemas["taproot_recall"]
-    assert "required" not in recall
-    assert recall["properties"]["limit"] == {
-        "type": "integer",
-        "minimum": 1,
-        "maximum": 50,
-        "description": recall["properties"]["limit"]["description"],
-    }
-    assert recall["properties"]["ids"]["maxItems"] == 50
-    forget = schemas["taproot_forget"]
-    assert forget["required"] == ["action"]
-    assert forget["properties"]["action"]["enum"] == ["archive", "unarchive", "delete", "compress"]
-    assert schemas["taproot_close"]["required"] == ["reflection"]
-    assert schemas["taproot_promote"]["required"] == ["memory_id"]
-    for name in ("taproot_reflect", "taproot_status", "taproot_migrate"):
-        assert schemas[name]["properties"] == {}
-    for schema in schemas.values():
-        for name, prop in schema["properties"].items():
-            assert prop.get("description"), name
-            assert prop.get("default", "absent") is not None, name
+def test_schemas_advertise_enums_bounds_and_required_arguments(eras):
+    for mcp in eras:
+        schemas = {tool.name: tool.input_schema for tool in mcp.list_tools().tools}
+        remember = schemas["taproot_remember"]
+        assert remember["required"] == ["category", "content"]
+        assert remember["properties"]["category"]["enum"] == [
+            "identity",
+            "relationship",
+            "active_thread",
+            "episodic",
+            "error",
+        ]
+        assert remember["properties"]["salience"]["enum"] == ["high", "medium", "low"]
+        assert remember["properties"]["content"]["maxLength"] == 20_000
+        assert remember["properties"]["gist"]["maxLength"] == 300
+        assert remember["properties"]["tags"]["type"] == "array"
+        assert remember["properties"]["tags"]["maxItems"] == 50
+        assert remember["properties"]["core"]["type"] == "boolean"
+        recall = schemas["taproot_recall"]
+        assert "required" not in recall
+        limit = recall["properties"]["limit"]
+        assert (limit["type"], limit["minimum"], limit["maximum"]) == ("integer", 1, 50)
+        assert recall["properties"]["ids"]["maxItems"] == 50
+        forget = schemas["taproot_forget"]
+        assert forget["required"] == ["action"]
+        actions = forget["properties"]["action"]["enum"]
+        assert actions == ["archive", "unarchive", "delete", "compress"]
+        assert schemas["taproot_close"]["required"] == ["reflection"]
+        assert schemas["taproot_promote"]["required"] == ["memory_id"]
+        for name in ("taproot_reflect", "taproot_status", "taproot_migrate"):
+            assert schemas[name]["properties"] == {}
+        for schema in schemas.values():
+            for name, prop in schema["properties"].items():
+                assert prop.get("description"), name
+                assert prop.get("default", "absent") is not None, name
 
 
-def test_tools_declare_no_output_schema(mcp):
+def test_tools_declare_no_output_schema(eras):
     # Replies are compact JSON text, not structured content the SDK would re-serialise.
-    assert all(tool.output_schema is None for tool in mcp.list_tools().tools)
+    for mcp in eras:
+        assert all(tool.output_schema is None for tool in mcp.list_tools().tools)
 
 
-def test_the_server_asks_claude_to_reflect_first_remember_and_close(mcp):
-    instructions = mcp.client.instructions
-    assert instructions
-    for tool in ("taproot_reflect", "taproot_remember", "taproot_close"):
-        assert tool in instructions
-    assert instructions.index("taproot_reflect") < instructions.index("taproot_close")
+def test_the_server_asks_claude_to_reflect_first_remember_and_close(eras):
+    for mcp in eras:
+        instructions = mcp.client.instructions
+        assert instructions
+        for tool in ("taproot_reflect", "taproot_remember", "taproot_close"):
+            assert tool in instructions
+        assert instructions.index("taproot_reflect") < instructions.index("taproot_close")
 
 
-def test_the_reflect_payload_is_also_a_prompt(mcp, portal):
-    prompts = portal.call(mcp.client.list_prompts).prompts
-    assert [p.name for p in prompts] == ["taproot_reflect"]
-    prompt = portal.call(mcp.client.get_prompt, "taproot_reflect")
-    text = prompt.messages[0].content.text
-    tool_text = mcp.call("taproot_reflect").content[0].text
-    assert json.loads(text) == json.loads(tool_text)
-    assert decode(mcp.call("taproot_reflect"))["status"] == "ok"
+def test_the_reflect_payload_is_also_a_prompt(eras, portal):
+    for mcp in eras:
+        prompts = portal.call(mcp.client.list_prompts).prompts
+        assert [p.name for p in prompts] == ["taproot_reflect"]
+        prompt = portal.call(mcp.client.get_prompt, "taproot_reflect")
+        text = prompt.messages[0].content.text
+        assert json.loads(text) == mcp.reply("taproot_reflect")
