@@ -16,7 +16,7 @@ class Overview:
 
 
 def store_overview(owner: Any, *, now: datetime) -> Overview:
-    """Four queries: one for the counts, three for the reflect payload."""
+    """Five queries whatever the store holds: the counts, and four for the payload."""
     return Overview(
         counts=Memory.objects.for_owner(owner).state_counts(),
         preview=build_preview(reflect(owner=owner, now=now)),

@@ -1,0 +1,150 @@
+"""The Reflect Preview: /dashboard/preview/ and the sidebar of the memory list."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django.utils.html import escape
+
+from dashboard.preview import build_preview
+from memories.services import close, reflect
+from tests.dashboard.conftest import htmx
+
+pytestmark = pytest.mark.django_db
+
+URL = "/dashboard/preview/"
+
+
+def sidebar(html):
+    return html.split('id="reflect-preview"', 1)[1]
+
+
+def test_preview_shows_core_in_full_catalog_lines_omitted_counts_and_closings(
+    logged_in, user, make_memory
+):
+    stale = timezone.now() - timedelta(days=100)
+    core = make_memory(category="identity", core=True, content="I am the core, in full.")
+    line = make_memory(category="error", gist="Do not guess dates", salience="high")
+    make_memory(category="episodic", updated_at=stale, salience="low")
+    make_memory(category="episodic", updated_at=stale, salience="low")
+    close(owner=user, reflection="We talked about gardens.", conversation_title="Gardens")
+
+    html = sidebar(logged_in.get(URL).text)
+
+    assert "I am the core, in full." in html
+    assert f'data-memory-id="{core.pk}"' in html
+    assert f'data-memory-id="{line.pk}"' in html
+    expected_line = reflect(owner=user).payload["catalog"]["error"][0]
+    assert f"<code>{escape(expected_line)}</code>" in html
+    episodic_row = html.split('<tr class="cat-episodic">', 1)[1].split("</tr>", 1)[0]
+    assert episodic_row.endswith("episodic</th><td>2</td><td>0</td>")
+    assert "We talked about gardens." in html
+    assert "Gardens" in html
+
+
+def test_raw_view_is_exactly_the_text_reflect_sends_escaped(logged_in, user, make_memory):
+    make_memory(core=True, content='Quotes " and <b>tags</b> & ampersands')
+
+    html = logged_in.get(URL).text
+    raw = html.split('<pre class="raw-json" tabindex="0">', 1)[1].split("</pre>", 1)[0]
+
+    assert raw == escape(reflect(owner=user).text)
+
+
+def test_size_in_kb_and_tokens_against_the_budget(logged_in, user, make_memory):
+    make_memory(core=True)
+    payload = reflect(owner=user)
+
+    html = logged_in.get(URL).text
+
+    assert f'<strong id="preview-tokens">{payload.tokens}</strong> of 8000 tokens' in html
+    assert f'<strong id="preview-kb">{payload.kilobytes} KB</strong>' in html
+
+
+def test_no_warning_style_when_the_payload_is_small(logged_in, make_memory):
+    make_memory(core=True)
+
+    html = logged_in.get(URL).text
+
+    assert "is-warning" not in html
+    assert "budget-warnings" not in html
+
+
+def test_warning_style_when_core_alone_passes_half_the_budget(logged_in, make_memory, settings):
+    settings.REFLECT_MAX_TOKENS = 1000
+    make_memory(core=True, content="word " * 500)
+
+    html = logged_in.get(URL).text
+
+    assert 'class="reflect-preview is-warning"' in html
+    assert "Core memories alone take more than half of the budget" in html
+
+
+def test_lines_the_budget_cut_are_listed_and_marked_on_their_cards(
+    logged_in, make_memory, settings
+):
+    settings.REFLECT_MAX_TOKENS = 500
+    made = [make_memory(gist=f"Catalog line number {i} " + "padding " * 10) for i in range(30)]
+
+    response = logged_in.get("/dashboard/")
+
+    preview = response.context["preview"]
+    assert preview.cut, "the budget should have cut some lines"
+    assert "Lines the budget cut" in response.text
+    assert "payload uses more than 80%" in response.text
+    cut_id = preview.cut[0].id
+    card = response.text.split(f'id="memory-{cut_id}"', 1)[1].split("</article>", 1)[0]
+    assert "cut by budget" in card
+    assert {str(m.pk) for m in made} >= preview.cut_ids
+
+
+def test_preview_groups_exactly_the_lines_of_the_payload(user, make_memory):
+    for index, category in enumerate(["identity", "error", "error", "episodic", "event"]):
+        make_memory(category=category, gist=f"gist {index}")
+    payload = reflect(owner=user)
+
+    preview = build_preview(payload)
+
+    for group in preview.categories:
+        assert [e.line() for e in group.lines] == payload.payload["catalog"][group.category]
+        assert group.core == payload.payload["core_memories"][group.category]
+
+
+def test_htmx_refresh_swaps_counts_and_preview_out_of_band(logged_in, make_memory):
+    make_memory(core=True, content="Fresh core")
+
+    response = logged_in.get(URL, **htmx())
+
+    assert "<html" not in response.text
+    assert response.text.count('hx-swap-oob="true"') == 2
+    assert "Fresh core" in response.text
+
+
+def test_preview_page_without_htmx_is_a_whole_page(logged_in):
+    response = logged_in.get(URL)
+
+    assert response.status_code == 200
+    assert "<html" in response.text
+
+
+def test_preview_shows_only_the_users_own_memories(logged_in, other_user, make_memory):
+    make_memory(owner=other_user, core=True, content="Bob's core")
+
+    assert "Bob&#x27;s core" not in logged_in.get(URL).text
+
+
+@pytest.mark.parametrize("count", [2, 40])
+def test_preview_query_count_does_not_grow_with_the_store(
+    logged_in, make_memory, django_assert_num_queries, count
+):
+    stale = timezone.now() - timedelta(days=100)
+    for index in range(count):
+        make_memory(core=index % 4 == 0, updated_at=stale if index % 3 else timezone.now())
+
+    # session, user, state counts, and reflect's four reads
+    with django_assert_num_queries(7):
+        logged_in.get(URL, **htmx())
+
+
+def test_preview_requires_login(client):
+    assert client.get(URL).status_code == 302
