@@ -87,6 +87,14 @@ def make_memory(user: Any) -> Callable[..., Memory]:
     return make
 
 
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption(
+        "--screenshots",
+        action="store_true",
+        help="write screenshots of the dashboard to docs/screenshots/ (browser tests)",
+    )
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     # Suites that do not depend on the database backend (browser, conformance,
     # Inspector) run once per CI run: the second pass sets TAPROOT_SKIP_ONCE_PER_RUN.
