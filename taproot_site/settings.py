@@ -27,6 +27,14 @@ _public_host = TAPROOT_PUBLIC_URL.split("://", 1)[-1].split("/", 1)[0].split(":"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", sorted({_public_host, "127.0.0.1", "localhost"}))
 
 TAPROOT_ALLOW_LOOPBACK_CLIENTS = env_bool("TAPROOT_ALLOW_LOOPBACK_CLIENTS", DEBUG)
+# OAuth client registration (taproot_site/oauth): exact redirect URIs allowed besides
+# Claude's callbacks; proxies whose X-Forwarded-For is believed; registrations per address.
+TAPROOT_EXTRA_REDIRECT_URIS = env_list("TAPROOT_EXTRA_REDIRECT_URIS", [])
+TAPROOT_TRUSTED_PROXIES = env_list("TAPROOT_TRUSTED_PROXIES", [])
+TAPROOT_REGISTRATION_LIMIT = env_int("TAPROOT_REGISTRATION_LIMIT", 20, minimum=1)
+TAPROOT_REGISTRATION_WINDOW_SECONDS = env_int(
+    "TAPROOT_REGISTRATION_WINDOW_SECONDS", 3600, minimum=1
+)
 CATALOG_WINDOW_DAYS = env_int("CATALOG_WINDOW_DAYS", 45, minimum=0)
 REFLECT_MAX_TOKENS = env_int("REFLECT_MAX_TOKENS", 8000, minimum=500)
 
@@ -42,12 +50,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "oauth2_provider",
+    "taproot_site.oauth",
     "memories",
     "mcp_bridge",
     "dashboard",
 ]
 
 MIDDLEWARE = [
+    "taproot_site.oauth.requestlog.OAuthRequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
@@ -119,13 +129,26 @@ OAUTH2_PROVIDER = {
         "client_secret_post",
         "none",
     ],
+    "REFRESH_TOKEN_EXPIRE_SECONDS": 60 * 60 * 24 * 90,  # after 90 days unused
+    "OAUTH2_VALIDATOR_CLASS": "taproot_site.oauth.validators.TaprootOAuth2Validator",
+    # http only for loopback clients (checked per URI at registration).
+    "ALLOWED_REDIRECT_URI_SCHEMES": (
+        ["https", "http"] if TAPROOT_ALLOW_LOOPBACK_CLIENTS else ["https"]
+    ),
     "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": (
+        "taproot_site.oauth.registration.RedirectAllowlistPermission",
+    ),
     "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
     "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
     "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
     "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    # Turn `check --deploy` warnings about these settings into errors should they regress.
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
 }
 
 LANGUAGE_CODE = "en-us"

@@ -1,0 +1,82 @@
+"""The authorization endpoint: django-oauth-toolkit's consent view with Taproot's rules.
+
+Before the consent page is shown the request must use PKCE with S256 and name no
+resource other than /mcp (none means /mcp). The page itself shows the client's name, the
+host the browser will be sent back to and the resource. Every redirect back to the
+client, errors included, carries the RFC 9207 `iss` parameter.
+"""
+
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from django.http import HttpRequest, HttpResponse
+from oauth2_provider import views as oauth2_views
+from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.models import get_application_model
+from oauth2_provider.settings import oauth2_settings
+from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidRequestError
+
+from taproot_site.oauth.resource import ForeignResource, bind_to_mcp
+
+
+def with_issuer(uri: str, issuer: str) -> str:
+    """`uri` with exactly one `iss` query parameter, set to `issuer` (RFC 9207)."""
+    parts = urlsplit(uri)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "iss"]
+    query.append(("iss", issuer))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+class AuthorizationView(oauth2_views.AuthorizationView):
+    def validate_authorization_request(self, request: HttpRequest) -> tuple[Any, dict[str, Any]]:
+        scopes, credentials = super().validate_authorization_request(request)
+        state = credentials.get("state")
+        redirect_uri = credentials["redirect_uri"]
+        # oauthlib reads a challenge without a method as "plain".
+        if credentials.get("code_challenge_method") != "S256":
+            raise OAuthToolkitError(
+                error=InvalidRequestError(
+                    description='PKCE is required with code_challenge_method "S256".',
+                    state=state,
+                ),
+                redirect_uri=redirect_uri,
+            )
+        try:
+            resource = bind_to_mcp(request.GET.getlist("resource"))
+        except ForeignResource as exc:
+            raise OAuthToolkitError(
+                error=CustomOAuth2Error(error="invalid_target", description=str(exc), state=state),
+                redirect_uri=redirect_uri,
+            ) from exc
+        query = request.GET.copy()
+        query.setlist("resource", resource)
+        # Consent is asked every time: no silent re-approval through approval_prompt=auto.
+        query.pop("approval_prompt", None)
+        request.GET = query
+        return scopes, credentials
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        redirect_uri = context.get("redirect_uri") or ""
+        context["redirect_host"] = urlsplit(redirect_uri).netloc or redirect_uri
+        return context
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        application_model = get_application_model()
+        if not application_model.objects.filter(client_id=form.cleaned_data["client_id"]).exists():
+            return self.render_to_response(
+                {
+                    "error": CustomOAuth2Error(
+                        error="invalid_client", description="This client is not registered here."
+                    )
+                },
+                status=400,
+            )
+        return super().form_valid(form)
+
+    def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
+        if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
+            redirect_to = with_issuer(
+                redirect_to, oauth2_settings.oauth2_authorization_server_issuer(self.request)
+            )
+        return super().redirect(redirect_to, application)

@@ -1,0 +1,74 @@
+import re
+
+import pytest
+from django.conf import settings
+
+pytestmark = pytest.mark.django_db
+
+OWN_TEMPLATES = ["base.html", "registration/login.html", "oauth2_provider/authorize.html"]
+
+
+def test_login_page_has_labelled_fields_and_the_stylesheet(client):
+    html = client.get("/accounts/login/").content.decode()
+    assert '<label for="id_username">' in html and 'id="id_username"' in html
+    assert '<label for="id_password">' in html and 'id="id_password"' in html
+    assert 'autocomplete="current-password"' in html
+    assert "/static/css/taproot.css" in html
+    assert 'name="viewport"' in html
+
+
+def test_wrong_password_is_reported_and_marks_the_fields(client, user):
+    response = client.post("/accounts/login/", {"username": "alice", "password": "nope"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'role="alert"' in html
+    assert 'aria-invalid="true"' in html
+
+
+def test_logging_in_goes_to_the_next_page(client, user):
+    response = client.post(
+        "/accounts/login/", {"username": "alice", "password": "pw-alice-123", "next": "/admin/"}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/"
+
+
+@pytest.mark.parametrize("name", OWN_TEMPLATES)
+def test_templates_need_no_inline_script_or_style(name):
+    source = (settings.BASE_DIR / "templates" / name).read_text()
+    assert not re.search(r"<script(?![^>]*\bsrc=)", source)
+    assert " style=" not in source
+    assert not re.search(r"\son[a-z]+=", source)  # no inline event handlers
+    assert "http://" not in source and "https://" not in source  # no CDN
+
+
+def test_stylesheet_has_dark_mode_focus_styles_and_category_colours():
+    css = (settings.BASE_DIR / "static" / "css" / "taproot.css").read_text()
+    assert "@media (prefers-color-scheme: dark)" in css
+    assert ":focus-visible" in css
+    assert "@media (max-width:" in css
+    for category, colour in {
+        "identity": "#818cf8",
+        "relationship": "#f472b6",
+        "active_thread": "#2dd4bf",
+        "error": "#f87171",
+        "episodic": "#fbbf24",
+    }.items():
+        assert f"--cat-{category}: {colour};" in css
+    assert "url(http" not in css and "@import" not in css
+
+
+def test_base_template_keeps_the_blocks_other_pages_extend():
+    source = (settings.BASE_DIR / "templates" / "base.html").read_text()
+    for block in [
+        "title",
+        "head",
+        "body_class",
+        "body_attrs",
+        "brand_href",
+        "nav",
+        "main_class",
+        "content",
+        "scripts",
+    ]:
+        assert f"{{% block {block} %}}" in source
