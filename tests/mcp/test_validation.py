@@ -1,0 +1,149 @@
+"""Every validation rule, through the real server: an `isError` result carrying
+`{"status": "error", "message": …}` that says what is wrong, and no change at all."""
+
+import uuid
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from tests.mcp.store import store_state
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
+
+ALL_CATEGORIES = "identity, relationship, active_thread, episodic, error"
+VALID = {"category": "episodic", "content": "A fine memory.", "gist": "Fine memory"}
+
+
+@pytest.fixture
+def ids(make_memory: Any, other_user: Any) -> dict[str, str]:
+    """A live memory, an archived one, a second live one in another category, and one of
+    Bob's."""
+    now = timezone.now()
+    return {
+        "live": str(make_memory(created_at=now, updated_at=now).pk),
+        "live_error": str(make_memory(category="error", created_at=now, updated_at=now).pk),
+        "archived": str(make_memory(archived_at=now).pk),
+        "foreign": str(make_memory(owner=other_user).pk),
+        "unknown": str(uuid.uuid4()),
+    }
+
+
+def assert_refused(eras: list[Any], tool: str, cases: list[tuple[dict[str, Any], str]]) -> None:
+    for mcp in eras:
+        for arguments, expected in cases:
+            before = store_state()
+            message = mcp.refusal(tool, arguments)
+            assert expected in message, (mcp.mode, arguments, message)
+            assert store_state() == before, (mcp.mode, arguments)
+
+
+def test_remember_refusals(eras, ids):
+    assert_refused(
+        eras,
+        "taproot_remember",
+        [
+            ({**VALID, "category": "feelings"}, ALL_CATEGORIES),
+            ({"content": "No category.", "gist": "None"}, ALL_CATEGORIES),
+            ({**VALID, "content": "   "}, "content is required"),
+            ({"category": "episodic", "gist": "No content"}, "content is required"),
+            ({**VALID, "content": 42}, "content is required"),
+            ({**VALID, "content": "x" * 20_001}, "20,000"),
+            ({**VALID, "gist": "g" * 301}, "300"),
+            ({"category": "episodic", "content": "No gist."}, "catalog"),
+            ({**VALID, "gist": "  "}, "gist is required"),
+            ({**VALID, "salience": "urgent"}, "high, medium, low"),
+            ({**VALID, "salience": "4"}, "high, medium, low"),
+            ({**VALID, "epistemic_status": "sure"}, "observed, inferred"),
+            ({**VALID, "core": "maybe"}, "true or false"),
+            ({**VALID, "tags": [f"t{i}" for i in range(51)]}, "at most 50"),
+            ({**VALID, "tags": ["t" * 101]}, "100 characters"),
+            ({**VALID, "tags": [1, 2]}, "only strings"),
+            ({**VALID, "tags": {"a": 1}}, "list of strings"),
+            ({**VALID, "search_keywords": 7}, "list of strings"),
+            ({**VALID, "provenance": 5}, "must be text"),
+            ({**VALID, "update_id": ids["unknown"]}, "No memory with id"),
+            ({**VALID, "update_id": ids["foreign"]}, "No memory with id"),
+            ({**VALID, "update_id": ids["archived"]}, "unarchive"),
+            ({**VALID, "update_id": "not-a-uuid"}, "UUID"),
+            ({**VALID, "content": "nul \x00 inside"}, "NUL"),
+        ],
+    )
+
+
+def test_recall_refusals(eras, ids):
+    assert_refused(
+        eras,
+        "taproot_recall",
+        [
+            ({"limit": 0}, "from 1 to 50"),
+            ({"limit": 51}, "from 1 to 50"),
+            ({"limit": "ten"}, "from 1 to 50"),
+            ({"limit": 2.5}, "from 1 to 50"),
+            ({"limit": True}, "from 1 to 50"),
+            ({"ids": [str(uuid.uuid4()) for _ in range(51)]}, "at most 50"),
+            ({"ids": ["nope"]}, "UUID"),
+            ({"ids": [ids["live"], 5]}, "only strings"),
+            ({"since": "yesterday"}, "ISO-8601"),
+            ({"since": 20260101}, "ISO-8601"),
+            ({"category": "nonsense"}, ALL_CATEGORIES),
+            ({"query": 5}, "query must be text"),
+            ({"query": ["a", "b"]}, "query must be text"),
+            ({"tags": 5}, "list of strings"),
+            ({"query": "x", "tags": ["\x00"]}, "NUL"),
+        ],
+    )
+
+
+def test_promote_refusals(eras, ids):
+    assert_refused(
+        eras,
+        "taproot_promote",
+        [
+            ({"core": True}, "memory_id"),
+            ({"memory_id": ids["unknown"], "core": True}, "No memory with id"),
+            ({"memory_id": ids["foreign"], "core": True}, "No memory with id"),
+            ({"memory_id": ids["archived"], "core": True}, "unarchive"),
+            ({"memory_id": ids["live"]}, "Give core"),
+            ({"memory_id": ids["live"], "salience": "top"}, "high, medium, low"),
+            ({"memory_id": ids["live"], "core": "sure"}, "true or false"),
+            ({"memory_id": 12345, "core": True}, "UUID"),
+        ],
+    )
+
+
+def test_forget_refusals(eras, ids):
+    compress = {"action": "compress", "content": "Both.", "gist": "Both"}
+    assert_refused(
+        eras,
+        "taproot_forget",
+        [
+            ({"memory_id": ids["live"]}, "archive, unarchive, delete, compress"),
+            ({"action": "destroy", "memory_id": ids["live"]}, "archive, unarchive, delete"),
+            ({"action": "archive"}, "needs memory_id"),
+            ({"action": "delete", "memory_id": ids["foreign"]}, "No memory with id"),
+            ({"action": "unarchive", "memory_id": ids["unknown"]}, "No memory with id"),
+            ({"action": "archive", "memory_id": ids["live"], "reason": "r" * 1001}, "1,000"),
+            (compress, "needs ids"),
+            ({**compress, "ids": [ids["live"]]}, "at least two"),
+            ({**compress, "ids": [ids["live"], ids["foreign"]]}, "unknown ids"),
+            ({**compress, "ids": [ids["live"], ids["archived"]]}, "archived"),
+            ({**compress, "ids": [ids["live"], ids["live_error"]]}, "different categories"),
+            ({**compress, "ids": [ids["live"], ids["live_error"]], "gist": None}, "gist"),
+            ({**compress, "ids": [ids["live"], ids["live_error"]], "category": "x"}, "one of"),
+        ],
+    )
+
+
+def test_close_refusals(eras):
+    assert_refused(
+        eras,
+        "taproot_close",
+        [
+            ({}, "reflection is required"),
+            ({"reflection": "  "}, "reflection is required"),
+            ({"reflection": "r" * 10_001}, "10,000"),
+            ({"reflection": "Bye.", "conversation_title": "t" * 201}, "200"),
+            ({"reflection": "Bye.", "conversation_url": 5}, "must be text"),
+        ],
+    )
