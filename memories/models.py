@@ -115,20 +115,31 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
     def outside_catalog_window(self, now: datetime, window_days: int) -> "MemoryQuerySet":
         return self.exclude(self.catalog_window_q(now, window_days))
 
-    def with_all_tags(self, tag_keys: list[str]) -> "MemoryQuerySet":
-        """Memories carrying every one of the given (already normalised) tag keys."""
+    def with_all_tags(self, tag_keys: list[str], *, owner: Any = None) -> "MemoryQuerySet":
+        """Memories carrying every one of the given (already normalised) tag keys.
+
+        Give `owner` so the lookup uses the (owner, key) index instead of scanning tags.
+        """
+        tag_rows = (
+            MemoryTag.objects.all() if owner is None else MemoryTag.objects.filter(owner=owner)
+        )
         queryset = self
         for key in tag_keys:
-            queryset = queryset.filter(pk__in=MemoryTag.objects.filter(key=key).values("memory_id"))
+            queryset = queryset.filter(pk__in=tag_rows.filter(key=key).values("memory_id"))
         return queryset
 
-    def matching_tokens(self, keys: list[str]) -> "MemoryQuerySet":
+    def matching_tokens(self, keys: list[str], *, owner: Any = None) -> "MemoryQuerySet":
         """Memories holding any of the index keys, with hit counts per place.
 
         `keyword_hits` counts query tokens found among keyword tokens (keywords, tags,
-        gist); `content_hits` those found only in the content.
+        gist); `content_hits` those found only in the content. Give `owner` so the
+        lookup uses the (owner, key) index instead of scanning every token row.
         """
-        return self.filter(tokens__key__in=keys).annotate(
+        # One filter() call, so the owner and key conditions and the counts share a join.
+        lookup: dict[str, Any] = {"tokens__key__in": keys}
+        if owner is not None:
+            lookup["tokens__owner"] = owner
+        return self.filter(**lookup).annotate(
             keyword_hits=Count("tokens", filter=Q(tokens__in_keywords=True)),
             content_hits=Count("tokens", filter=Q(tokens__in_keywords=False)),
         )

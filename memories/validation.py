@@ -25,6 +25,9 @@ MAX_REASON = 1_000
 # Not limited by the spec; bounded so one call cannot store megabytes in a side field.
 MAX_REFERENCE = 2_000
 MAX_RECALL_IDS = 50
+# Not limited by the spec; a query is a handful of words, and a bound keeps the index
+# lookup (one parameter per distinct token) far inside every backend's limits.
+MAX_QUERY = 10_000
 MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 5
 
@@ -123,6 +126,12 @@ def require_text(value: Any, *, field: str, limit: int, why: str = "") -> str:
         hint = f" {why}" if why else ""
         raise InvalidInput(f"{field} is required and must be non-blank text.{hint}")
     return check_length(value, field=field, limit=limit)
+
+
+def trimmed(value: Any) -> Any:
+    """Text without surrounding white space (which is no part of a gist, nor of its length);
+    anything else unchanged, for the checks to refuse."""
+    return value.strip() if isinstance(value, str) else value
 
 
 def check_length(value: str, *, field: str, limit: int) -> str:

@@ -30,6 +30,7 @@ from memories.validation import (
     coerce_salience,
     optional_text,
     require_text,
+    trimmed,
 )
 
 FORGET_ACTIONS = ("archive", "unarchive", "delete", "compress")
@@ -112,7 +113,7 @@ def edit_gist(
 ) -> Memory:
     """A person rewrites the gist: no longer auto-made, updated_at stays."""
     now = now_or(now)
-    clean = require_text(gist, field="gist", limit=MAX_GIST).strip()
+    clean = require_text(trimmed(gist), field="gist", limit=MAX_GIST)
     with transaction.atomic():
         memory = get_memory(owner, memory_id, for_update=True)
         before = memory.tracked_state()
@@ -219,7 +220,7 @@ def compress(
     if len(original_ids) < 2:
         raise InvalidInput("compress needs at least two distinct memory ids in ids.")
     clean_content = require_text(content, field="content", limit=MAX_CONTENT)
-    clean_gist = require_text(gist, field="gist", limit=MAX_GIST).strip()
+    clean_gist = require_text(trimmed(gist), field="gist", limit=MAX_GIST)
     clean_category = None
     if category is not None:
         clean_category, warning = coerce_category(category)

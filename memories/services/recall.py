@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.db.models.functions import Greatest
 
 from memories.conf import activation_config
@@ -20,8 +20,10 @@ from memories.validation import (
     DEFAULT_RECALL_LIMIT,
     MAX_ITEM_LENGTH,
     MAX_LIST_ITEMS,
+    MAX_QUERY,
     MAX_RECALL_IDS,
     MAX_RECALL_LIMIT,
+    check_length,
     coerce_category,
     coerce_id_list,
     coerce_int,
@@ -55,8 +57,10 @@ def parse_filters(
     limit: Any = None,
 ) -> RecallFilters:
     warnings: list[str] = []
-    if query is not None and not isinstance(query, str):
-        raise InvalidInput(f"query must be text (got {type(query).__name__}).")
+    if query is not None:
+        if not isinstance(query, str):
+            raise InvalidInput(f"query must be text (got {type(query).__name__}).")
+        check_length(query, field="query", limit=MAX_QUERY)
     clean_category = None
     if category is not None and not (isinstance(category, str) and not category.strip()):
         clean_category, warning = coerce_category(category)
@@ -94,27 +98,31 @@ def candidate_queryset(owner: Any, filters: RecallFilters) -> MemoryQuerySet:
     if filters.ids is not None:
         queryset = queryset.filter(pk__in=filters.ids)
     if filters.tag_keys:
-        queryset = queryset.with_all_tags(filters.tag_keys)
+        queryset = queryset.with_all_tags(filters.tag_keys, owner=owner)
     if filters.since:
         queryset = queryset.updated_since(filters.since)
     return queryset
 
 
-def rank_memories(owner: Any, filters: RecallFilters, *, now: datetime) -> list[Ranked]:
-    """Every matching live memory of the owner, best first. Reads only; strengthens nothing.
+def ranking_rows(owner: Any, filters: RecallFilters) -> QuerySet[Memory, tuple[Any, ...]]:
+    """The rows ranking reads, as Candidate fields: only what scoring needs, never content.
 
-    With a query, only memories sharing a token with it are read (through the index).
+    With a query, only memories sharing a token with it, found through the index.
     """
     queryset = candidate_queryset(owner, filters)
     keys = query_keys(filters.query)
     if keys:
-        rows = queryset.matching_tokens(keys).values_list(
+        return queryset.matching_tokens(keys, owner=owner).values_list(
             *RANKING_FIELDS, "keyword_hits", "content_hits"
         )
-        candidates = [Candidate(*row) for row in rows]
-    else:
-        candidates = [Candidate(*row) for row in queryset.values_list(*RANKING_FIELDS)]
-    return rank(candidates, query_tokens=frozenset(keys), now=now, config=activation_config())
+    return queryset.values_list(*RANKING_FIELDS)
+
+
+def rank_memories(owner: Any, filters: RecallFilters, *, now: datetime) -> list[Ranked]:
+    """Every matching live memory of the owner, best first. Reads only; strengthens nothing."""
+    candidates = [Candidate(*row) for row in ranking_rows(owner, filters)]
+    keys = frozenset(query_keys(filters.query))
+    return rank(candidates, query_tokens=keys, now=now, config=activation_config())
 
 
 def recall(

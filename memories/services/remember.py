@@ -21,6 +21,7 @@ from memories.validation import (
     coerce_string_list,
     optional_text,
     require_text,
+    trimmed,
 )
 
 GIST_WHY = (
@@ -62,7 +63,7 @@ def remember(
     clean_content = require_text(content, field="content", limit=MAX_CONTENT)
     fields: dict[str, Any] = {"category": clean_category, "content": clean_content}
     if gist is not None:
-        fields["gist"] = require_text(gist, field="gist", limit=MAX_GIST, why=GIST_WHY).strip()
+        fields["gist"] = require_text(trimmed(gist), field="gist", limit=MAX_GIST, why=GIST_WHY)
     elif update_id is None:
         raise InvalidInput(f"gist is required when creating a memory. {GIST_WHY}")
     if salience is not None:

@@ -137,6 +137,21 @@ def test_a_query_without_tokens_acts_as_blank(user, make_memory, query):
     assert [r["activation_score"] for r in reply["results"]] == [1.6, 0.9]
 
 
+def test_a_long_query_is_fine_and_an_enormous_one_refused(user, make_memory):
+    make_memory(gist="Garden")
+    words = " ".join(f"w{i}" for i in range(1200))
+    assert recall(owner=user, query=f"garden {words}"[:10_000], now=LATER)["count"] == 1
+    with pytest.raises(InvalidInput) as refused:
+        recall(owner=user, query="garden " + "x" * 10_000, now=LATER)
+    assert "10,000" in refused.value.message
+    assert Memory.objects.get().retrieval_count == 1
+
+
+def test_a_query_that_is_not_text_is_refused(user):
+    with pytest.raises(InvalidInput):
+        recall(owner=user, query=["garden"], now=LATER)
+
+
 def test_only_returned_memories_are_strengthened(user, make_memory):
     returned = make_memory(gist="Garden")
     skipped = make_memory(gist="Fence")
@@ -306,6 +321,21 @@ def test_query_scores_only_memories_that_share_a_token(user, make_memory, monkey
     monkeypatch.setattr(recall_module, "rank", counting_rank)
     assert recall(owner=user, query="garden", now=LATER)["count"] == 2
     assert seen == [2]
+
+
+def test_query_and_tag_lookups_use_the_owner_key_indexes(user, other_user, make_memory):
+    make_memory(gist="Garden", tags=["home"])
+    make_memory(owner=other_user, gist="Garden", tags=["home"])
+    filters = recall_module.parse_filters(query="garden", tags=["home"])
+    rows = recall_module.ranking_rows(user, filters)
+    if connection.vendor == "postgresql":
+        # Tiny tables are cheaper to scan; ask whether the index can serve at all.
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+    plan = rows.explain()
+    assert "memorytoken_owner_key" in plan
+    assert "memorytag_owner_key" in plan
+    assert [row[0] for row in rows] == [Memory.objects.get(owner=user).pk]
 
 
 def test_recall_needs_few_queries_whatever_the_store_size(

@@ -181,6 +181,10 @@ def test_gist_limit_is_300_characters(user, unchanged):
     assert "300" in refused.value.message
 
 
+def test_gist_is_trimmed_before_its_length_is_measured(user):
+    assert stored(create(user, gist="\n  " + "g" * 300 + "  ")).gist == "g" * 300
+
+
 @pytest.mark.parametrize("field", ["tags", "search_keywords"])
 def test_lists_hold_at_most_50_entries_of_at_most_100_characters(user, unchanged, field):
     fifty = [f"entry-{i}" for i in range(50)]
