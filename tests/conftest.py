@@ -45,8 +45,9 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings: Any) -> None:
     # Passwords and OAuth client secrets are hashed with Django's default hasher, which
-    # is deliberately slow; tests only need hashing to be real, not expensive.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # is deliberately slow; tests only need hashing to be real, not expensive. The hashes
+    # stay PBKDF2, so servers started by tests can check them too.
+    settings.PASSWORD_HASHERS = ["tests.hashers.FastPBKDF2PasswordHasher"]
 
 
 @pytest.fixture
