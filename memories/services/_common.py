@@ -15,9 +15,11 @@ def now_or(now: datetime | None) -> datetime:
     return now if now is not None else timezone.now()
 
 
-def get_memory(owner: Any, memory_id: Any, *, for_update: bool = False) -> Memory:
+def get_memory(
+    owner: Any, memory_id: Any, *, for_update: bool = False, field: str = "memory_id"
+) -> Memory:
     """The caller's memory with this id; a foreign id is as unknown as a made-up one."""
-    pk = coerce_memory_id(memory_id)
+    pk = coerce_memory_id(memory_id, field=field)
     queryset = Memory.objects.for_owner(owner)
     if for_update:
         queryset = queryset.select_for_update()

@@ -372,7 +372,9 @@ def restore_revision(
             "archive_reason",
         ):
             setattr(memory, name, state[name])
-        memory.tags = list(state["tags"])
+        # As recorded: a revision taken before migrate may hold a drifted (non-list) value.
+        tags = state["tags"]
+        memory.tags = list(tags) if isinstance(tags, list) else tags
         memory.archived_at = parse_timestamp(state["archived_at"]) if state["archived_at"] else None
         memory.last_touched_at = last_touch_of(memory.updated_at, memory.last_retrieved)
         refresh_hashes(memory)

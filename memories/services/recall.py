@@ -148,7 +148,9 @@ def recall(
         truncated = False
         size = len(dumps(_reply([], filters.warnings, truncated=True)))
         for item in ranked:
-            memory = memories[item.candidate.id]
+            memory = memories.get(item.candidate.id)
+            if memory is None:  # deleted by a concurrent request since it was ranked
+                continue
             # Show the record as it will be after strengthening.
             memory.retrieval_count += 1
             memory.last_retrieved = now

@@ -56,6 +56,8 @@ def remember(
     Everything is validated before anything is written.
     """
     now = now_or(now)
+    if isinstance(update_id, str) and not update_id.strip():
+        update_id = None  # models send "" for an argument they mean to leave out
     warnings: list[str] = []
     clean_category, warning = coerce_category(category)
     if warning:
@@ -94,7 +96,7 @@ def remember(
 
     with transaction.atomic():
         if update_id is not None:
-            memory = get_memory(owner, update_id, for_update=True)
+            memory = get_memory(owner, update_id, for_update=True, field="update_id")
             if memory.is_archived:
                 raise InvalidInput(
                     f"Memory {memory.pk} is archived and cannot be updated; unarchive it "

@@ -323,6 +323,22 @@ def test_query_scores_only_memories_that_share_a_token(user, make_memory, monkey
     assert seen == [2]
 
 
+def test_a_memory_deleted_after_ranking_is_skipped(user, make_memory, monkeypatch):
+    gone = make_memory(gist="Garden gone", salience="high")
+    kept = make_memory(gist="Garden kept")
+    real_rank_memories = recall_module.rank_memories
+
+    def rank_then_delete(*args, **kwargs):
+        ranked = real_rank_memories(*args, **kwargs)
+        Memory.objects.filter(pk=gone.pk).delete()  # as a concurrent request might
+        return ranked
+
+    monkeypatch.setattr(recall_module, "rank_memories", rank_then_delete)
+    reply = recall(owner=user, query="garden", now=LATER)
+    assert ids_of(reply) == [str(kept.pk)]
+    assert Memory.objects.get(pk=kept.pk).retrieval_count == 1
+
+
 def test_query_and_tag_lookups_use_the_owner_key_indexes(user, other_user, make_memory):
     make_memory(gist="Garden", tags=["home"])
     make_memory(owner=other_user, gist="Garden", tags=["home"])

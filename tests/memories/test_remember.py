@@ -405,10 +405,17 @@ def test_update_of_an_unknown_id_is_refused(user, unchanged):
     assert "No memory" in refused.value.message
 
 
-def test_update_of_a_malformed_id_is_refused(user, unchanged):
+def test_update_of_a_malformed_id_is_refused_naming_the_argument(user, unchanged):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         remember(owner=user, update_id="abc", category="episodic", content="x")
+    assert refused.value.message.startswith("update_id ")
     assert "memory id" in refused.value.message
+
+
+def test_a_blank_update_id_counts_as_not_given(user):
+    reply = create(user, update_id="  ")
+    assert reply["action"] == "created"
+    assert Memory.objects.count() == 1
 
 
 def test_update_of_an_archived_memory_is_refused_until_unarchived(user, make_memory):

@@ -231,3 +231,24 @@ def test_restore_of_another_users_revision_is_refused(user, other_user, make_mem
         restore_revision(owner=user, revision_id=revision.pk, source=ChangeSource.DASHBOARD)
     assert memory_state(theirs) == state
     assert Memory.objects.get(pk=theirs.pk).salience == "high"
+
+
+def test_restore_of_a_revision_taken_before_migrate_keeps_drifted_values_as_recorded(
+    user, make_memory
+):
+    memory = make_memory(tags=["calendar"], salience="medium")
+    before = {**memory.tracked_state(), "tags": "calendar", "salience": "3"}
+    revision = Revision.objects.create(
+        memory=memory,
+        owner=user,
+        source=ChangeSource.MIGRATE,
+        action="migrate",
+        created_at=NOW,
+        changed_fields=["tags", "salience"],
+        before=before,
+        after=memory.tracked_state(),
+    )
+    restore_revision(owner=user, revision_id=str(revision.pk), source=ChangeSource.DASHBOARD)
+    memory.refresh_from_db()
+    assert (memory.tags, memory.salience) == ("calendar", "3")
+    assert recall(owner=user, tags=["calendar"], now=T1)["count"] == 1
