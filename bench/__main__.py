@@ -6,6 +6,7 @@ Writes bench/results/<timestamp>/results.json and results.md (and bench/results/
 """
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -23,7 +24,9 @@ from bench import report
 from bench.database import (
     DEFAULT_POSTGRES_URL,
     BenchDatabase,
+    copy_database,
     drop,
+    exists,
     postgres_database,
     postgres_reachable,
     recreate,
@@ -32,6 +35,15 @@ from bench.database import (
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+CACHE = RESULTS / "cache"
+# What a prepared store depends on: when any of these change, the cached store is rebuilt.
+STORE_SOURCES = (
+    "bench/synthetic.py",
+    "bench/loading.py",
+    "memories/indexing.py",
+    "memories/ranking.py",
+    "memories/models.py",
+)
 SHARED = ROOT.parent / "shared"
 DEFAULT_LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"
 REFERENCE_SCORER = SHARED / "bench" / "locomo_eval_reference.py"
@@ -149,6 +161,54 @@ def cross_check(retrieval: dict[str, Any], data: Path) -> list[str]:
     return lines
 
 
+def store_key(size: int, seed: int) -> str:
+    digest = hashlib.sha256(f"{size}:{seed}".encode())
+    migrations = sorted((ROOT / "memories" / "migrations").glob("*.py"))
+    for path in [*(ROOT / name for name in STORE_SOURCES), *migrations]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def prepared_store(
+    backend: str, size: int, args: argparse.Namespace, work: BenchDatabase
+) -> dict[str, Any]:
+    """Copy a ready store into `work`, building (and caching) it first when needed.
+
+    Loading 10,000 memories takes a while; the prepared database is kept in
+    bench/results/cache (SQLite) or as a `<base>_cache_<size>` database (PostgreSQL) and
+    reused while the code that shapes its rows is unchanged.
+    """
+    CACHE.mkdir(parents=True, exist_ok=True)
+    name = f"{backend}-{size}-seed{args.seed}"
+    if backend == "sqlite":
+        cached = sqlite_database(CACHE, name)
+    else:
+        cached = postgres_database(args.postgres_url, f"cache_{size}_seed{args.seed}")
+    meta_path = CACHE / f"{name}.json"
+    key = store_key(size, args.seed)
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
+    if args.fresh or meta is None or meta.get("key") != key or not exists(cached):
+        recreate(cached)
+        log(f"preparing a store of {size:,} memories on {cached.label} (cached for next time)")
+        meta = run_child(
+            [
+                "prepare",
+                "--database-url",
+                cached.url,
+                "--size",
+                str(size),
+                "--seed",
+                str(args.seed),
+            ],
+            CACHE / f"{name}.prepare.json",
+        )
+        meta["key"] = key
+        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    copy_database(cached, work)
+    return meta
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--full", action="store_true", help="add the 100,000-memory store")
@@ -167,6 +227,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-runs", type=int, default=300)
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/<time>)")
     parser.add_argument("--keep-databases", action="store_true")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the cached stores")
     return parser.parse_args(argv)
 
 
@@ -207,15 +268,19 @@ def main(argv: list[str]) -> None:
             for backend in backends:
                 for size in sizes:
                     db = database(backend, f"store_{size}")
-                    recreate(db)
+                    meta = prepared_store(backend, size, args, db)
                     log(f"service latency: {db.label}, {size:,} memories")
                     child_args = ["service", "--database-url", db.url, "--size", str(size)]
+                    child_args += ["--anchor", meta["anchor"]]
                     child_args += ["--seed", str(args.seed), "--budget", str(args.budget)]
                     child_args += ["--max-runs", str(args.max_runs)]
                     if args.only:
                         child_args += ["--only", args.only]
                     out = out_dir / f"service-{backend}-{size}.json"
-                    results["service"].append(run_child(child_args, out))
+                    measured = run_child(child_args, out)
+                    facts = {k: v for k, v in meta.items() if k not in ("backend", "load_average")}
+                    measured["store"] = {**facts, **measured["store"]}
+                    results["service"].append(measured)
                     if size == HTTP_SIZE and "http" in parts:
                         databases[backend] = db
                     elif not args.keep_databases:

@@ -7,6 +7,7 @@ gets a fresh Django set up on its own DATABASE_URL. Results go to `--out` as JSO
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,19 @@ def _service(args: argparse.Namespace) -> dict[str, Any]:
     plan = RunPlan(
         warmup=args.warmup, min_runs=args.min_runs, max_runs=args.max_runs, budget_s=args.budget
     )
-    return service_bench.run(size=args.size, seed=args.seed, plan=plan, only=args.only)
+    return service_bench.run(
+        size=args.size,
+        seed=args.seed,
+        plan=plan,
+        only=args.only,
+        anchor=datetime.fromisoformat(args.anchor),
+    )
+
+
+def _prepare(args: argparse.Namespace) -> dict[str, Any]:
+    from bench import service_bench
+
+    return service_bench.prepare_store(args.size, args.seed, datetime.now(UTC))
 
 
 def _retrieval(args: argparse.Namespace) -> dict[str, Any]:
@@ -40,9 +53,13 @@ def main(argv: list[str] | None = None) -> None:
     service.add_argument("--max-runs", type=int, default=300)
     service.add_argument("--budget", type=float, default=3.0, help="seconds per operation")
     service.add_argument("--only", help="run only operations whose name contains this")
+    service.add_argument("--anchor", required=True, help="when the store was prepared (ISO)")
+    prepare = sub.add_parser("prepare", help="write a synthetic store into an empty database")
+    prepare.add_argument("--size", type=int, required=True)
+    prepare.add_argument("--seed", type=int, default=7)
     quality = sub.add_parser("retrieval", help="LoCoMo retrieval quality")
     quality.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    for sp in (service, quality):
+    for sp in (service, prepare, quality):
         sp.add_argument("--database-url", required=True)
         sp.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -50,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     setup_django(args.database_url)
     from django.db import connection
 
-    measure = _service if args.command == "service" else _retrieval
+    measure = {"service": _service, "prepare": _prepare, "retrieval": _retrieval}[args.command]
     result = {"backend": connection.vendor, **measure(args)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -6,6 +6,7 @@ imports anything that touches models, so one command can measure several databas
 
 import os
 import secrets
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -70,6 +71,39 @@ def recreate(database: BenchDatabase) -> None:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
+def exists(database: BenchDatabase) -> bool:
+    if database.backend == "sqlite":
+        return Path(database.url[len("sqlite:///") :]).exists()
+    import psycopg
+
+    maintenance, name = _postgres_parts(database.url)
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        return found is not None
+
+
+def copy_database(source: BenchDatabase, target: BenchDatabase) -> None:
+    """Make `target` an exact copy of `source` (which nothing may be connected to)."""
+    if source.backend == "sqlite":
+        drop(target)
+        shutil.copyfile(source.url[len("sqlite:///") :], target.url[len("sqlite:///") :])
+        return
+    import psycopg
+    from psycopg import sql
+
+    maintenance, name = _postgres_parts(target.url)
+    _, template = _postgres_parts(source.url)
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template)
+            )
+        )
+
+
 def drop(database: BenchDatabase) -> None:
     if database.backend == "sqlite":
         path = Path(database.url[len("sqlite:///") :])
@@ -109,7 +143,7 @@ def setup_django(url: str, *, migrate: bool = True) -> None:
         call_command("createcachetable", verbosity=0)
 
 
-def analyze() -> None:
+def analyze(*tables: str) -> None:
     """Refresh the planner's statistics, as PostgreSQL's autovacuum does after a bulk load.
 
     SQLite is left alone: Taproot never runs ANALYZE there, so neither does the benchmark.
@@ -118,4 +152,13 @@ def analyze() -> None:
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+            cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in tables))
+
+
+def checkpoint() -> None:
+    """Fold SQLite's write-ahead log into the main file, so the file alone is the database."""
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")

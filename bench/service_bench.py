@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
-from bench.database import analyze
+from bench.database import analyze, checkpoint
 from bench.loading import ensure_users, load_bulk
 from bench.queries import BANDS, QUERY_SIZES, QueryPools, query_pools
 from bench.synthetic import SyntheticStore, fresh_memories, generate_store
@@ -41,14 +42,17 @@ def find_migrate() -> Callable[..., Any] | None:
     return candidate if callable(candidate) else None
 
 
-def load_store(size: int, seed: int, now: datetime) -> tuple[SyntheticStore, Any, dict[str, Any]]:
+def prepare_store(size: int, seed: int, now: datetime) -> dict[str, Any]:
+    """Write the store for `now` into an empty database (bulk path); facts about it."""
     store = generate_store(size=size, now=now, seed=seed)
     users = ensure_users([store.owner, *store.others])
     started = time.perf_counter()
     load_bulk(store.memories, users)
     loaded_s = time.perf_counter() - started
     analyze()
-    facts = {
+    checkpoint()
+    return {
+        "anchor": store.now.isoformat(),
         "memories_for_user": size,
         "memories_in_database": Memory.objects.count(),
         "token_rows": MemoryToken.objects.count(),
@@ -57,7 +61,20 @@ def load_store(size: int, seed: int, now: datetime) -> tuple[SyntheticStore, Any
         "load_seconds": round(loaded_s, 1),
         "fingerprint": store.fingerprint(),
     }
-    return store, users[store.owner], facts
+
+
+def move_to_now(anchor: datetime, now: datetime) -> None:
+    """Shift every timestamp of a store prepared at `anchor` so it looks prepared `now`:
+    the same rows a fresh load at `now` would write."""
+    delta = now - anchor
+    Memory.objects.update(
+        created_at=F("created_at") + delta,
+        updated_at=F("updated_at") + delta,
+        last_touched_at=F("last_touched_at") + delta,
+    )
+    Memory.objects.filter(last_retrieved__isnull=False).update(
+        last_retrieved=F("last_retrieved") + delta
+    )
 
 
 def _candidates(owner: Any, now: datetime, **filters: Any) -> int:
@@ -167,9 +184,16 @@ def reflect_payload_size(owner: Any) -> dict[str, Any]:
     }
 
 
-def run(*, size: int, seed: int, plan: RunPlan, only: str | None = None) -> dict[str, Any]:
+def run(
+    *, size: int, seed: int, plan: RunPlan, anchor: datetime, only: str | None = None
+) -> dict[str, Any]:
+    """Measure on a database prepared by `prepare_store` at `anchor`."""
     now = datetime.now(UTC).replace(microsecond=0)
-    store, owner, facts = load_store(size, seed, now)
+    move_to_now(anchor, now)
+    analyze(Memory._meta.db_table)
+    store = generate_store(size=size, now=anchor, seed=seed)
+    owner = ensure_users([store.owner])[store.owner]
+    facts: dict[str, Any] = {"fingerprint": store.fingerprint()}
     pools = query_pools(store.of(store.owner), seed=seed)
     facts["band_words"] = {band: len(words) for band, words in pools.band_words.items()}
     results = []
