@@ -2,10 +2,12 @@
 
 from typing import Any
 
+from django.conf import settings
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.common import Request
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
+from taproot_site.oauth.redirects import is_loopback_http
 from taproot_site.oauth.resource import ForeignResource, bind_to_mcp
 
 
@@ -32,6 +34,15 @@ def requested_resources(request: Request) -> list[object]:
 
 
 class TaprootOAuth2Validator(OAuth2Validator):
+    def validate_redirect_uri(
+        self, client_id: str, redirect_uri: str, request: Request, *args: Any, **kwargs: Any
+    ) -> bool:
+        # A client registered while loopback clients were on cannot use its loopback
+        # callback once they are turned off.
+        if is_loopback_http(redirect_uri) and not settings.TAPROOT_ALLOW_LOOPBACK_CLIENTS:
+            return False
+        return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+
     def _create_authorization_code(
         self, request: Request, code: dict[str, Any], expires: Any = None
     ) -> Any:

@@ -2,6 +2,7 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+from django.test import override_settings
 from oauth2_provider.models import AccessToken, Grant
 
 from tests.oauth.browser import query_of, read_form
@@ -191,3 +192,17 @@ def test_consent_form_with_an_unregistered_client_id_is_an_error_not_a_crash(cla
     response = claude_flow.decide(tamper={"client_id": "no-such-client"})
     assert response.status_code == 400
     assert not Grant.objects.exists()
+
+
+def test_a_loopback_client_cannot_authorize_once_loopback_clients_are_off(public_flow):
+    with override_settings(TAPROOT_ALLOW_LOOPBACK_CLIENTS=False):
+        response = public_flow.consent_page()
+    assert response.status_code == 400
+    assert b"can't be completed" in response.content
+    assert "Location" not in response
+    assert not Grant.objects.exists()
+
+
+def test_a_loopback_client_authorizes_while_loopback_clients_are_on(public_flow):
+    with override_settings(TAPROOT_ALLOW_LOOPBACK_CLIENTS=True):
+        assert public_flow.code()

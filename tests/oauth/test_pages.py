@@ -72,3 +72,19 @@ def test_base_template_keeps_the_blocks_other_pages_extend():
         "scripts",
     ]:
         assert f"{{% block {block} %}}" in source
+
+
+def test_consent_page_policy_lets_the_decision_redirect_to_claude(claude_flow):
+    # Browsers apply a CSP form-action to the redirect that follows a form post, so a
+    # form-action of 'self' would stop Allow/Deny from ever reaching Claude's callback.
+    page = claude_flow.consent_page()
+    assert page.status_code == 200
+    directives = {}
+    for part in page.get("Content-Security-Policy", "").split(";"):
+        name, _, value = part.strip().partition(" ")
+        if name:
+            directives[name] = value
+    if "form-action" in directives:
+        assert "https://claude.ai" in directives["form-action"]
+        assert "https://claude.com" in directives["form-action"]
+    assert "script-src" in directives  # the page does carry the site's policy
