@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from django.db import connection, models
+
 from memories.indexing import reindex
 from memories.models import TRACKED_FIELDS, Memory, Revision
 from memories.timeutil import isoformat
@@ -47,3 +49,27 @@ def save_revisions(revisions: Sequence[Revision | None]) -> None:
 def reindex_in_batches(memories: Sequence[Memory]) -> None:
     for start in range(0, len(memories), WRITE_BATCH):
         reindex(memories[start : start + WRITE_BATCH])
+
+
+def update_rows(rows: Sequence[models.Model], fields: Sequence[str]) -> None:
+    """Write these fields of saved rows with one UPDATE statement run for all of them.
+
+    QuerySet.bulk_update builds a CASE expression per field and row, which takes
+    Django tens of seconds for ten thousand rows; executemany of one plain statement
+    takes well under one on both SQLite and PostgreSQL.
+    """
+    if not rows:
+        return
+    meta = rows[0]._meta
+    columns = [meta.get_field(name) for name in fields]
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(field.column)} = %s" for field in columns)
+    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s"
+    params = [
+        [field.get_db_prep_save(getattr(row, field.attname), connection) for field in columns]
+        + [meta.pk.get_db_prep_value(row.pk, connection)]
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        for start in range(0, len(params), WRITE_BATCH):
+            cursor.executemany(sql, params[start : start + WRITE_BATCH])

@@ -20,11 +20,11 @@ from django.db import transaction
 from memories.indexing import refresh_hashes
 from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience
 from memories.services._bulk import (
-    WRITE_BATCH,
     reindex_in_batches,
     revision_for,
     save_revisions,
     stored_state,
+    update_rows,
 )
 from memories.services._common import last_touch_of, now_or
 from memories.services.snapshots import take_snapshot
@@ -191,7 +191,7 @@ def write_changes(changes: list[Change], *, source: str, now: datetime) -> None:
     if not changes:
         return
     fields = sorted({name for change in changes for name in change.fields})
-    Memory.objects.bulk_update([c.memory for c in changes], fields, batch_size=WRITE_BATCH)
+    update_rows([c.memory for c in changes], fields)
     save_revisions(
         [
             revision_for(

@@ -33,6 +33,7 @@ from memories.services._bulk import (
     revision_for,
     save_revisions,
     stored_state,
+    update_rows,
 )
 from memories.services._common import last_touch_of, now_or
 from memories.services.exporting import memory_value
@@ -149,7 +150,7 @@ def restore_snapshot(
                 )
         existing = [m for m in memories if m.pk in present]
         missing = [m for m in memories if m.pk not in present]
-        Memory.objects.bulk_update(existing, RESTORED_FIELDS, batch_size=WRITE_BATCH)
+        update_rows(existing, RESTORED_FIELDS)
         Memory.objects.bulk_create(missing, batch_size=WRITE_BATCH)
         save_revisions(revisions)
         reindex_in_batches(memories)
@@ -273,10 +274,9 @@ def _restore_closings(owner_id: int, closings: list[Closing]) -> tuple[int, int]
     doomed = [pk for pk in present if pk not in ids]
     for start in range(0, len(doomed), WRITE_BATCH):
         Closing.objects.filter(pk__in=doomed[start : start + WRITE_BATCH]).delete()
-    Closing.objects.bulk_update(
+    update_rows(
         [c for c in closings if c.pk in present],
         ["reflection", "conversation_title", "conversation_url", "created_at"],
-        batch_size=WRITE_BATCH,
     )
     Closing.objects.bulk_create([c for c in closings if c.pk not in present])
     return len(closings), len(doomed)
