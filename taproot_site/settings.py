@@ -58,6 +58,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "taproot_site.oauth.requestlog.OAuthRequestLogMiddleware",
+    "taproot_site.oauth.cors.LoopbackCorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
