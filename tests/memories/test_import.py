@@ -283,3 +283,30 @@ def test_a_value_stored_as_json_text_is_read(imported):
     _, memories = imported
 
     assert memories[E].content == "Shipped the dashboard! It took three evenings."
+
+
+def test_missing_timestamps_fall_back_in_order(user):
+    records = [
+        {"id": str(A), "category": "event", "content": "Only created.", "created_at": "2026-02-01"},
+        {"id": str(B), "category": "event", "content": "Only updated.", "updated_at": "2026-03-01"},
+    ]
+
+    import_store(owner=user, data=json.dumps(records), now=NOW)
+
+    only_created = Memory.objects.get(pk=A)
+    only_updated = Memory.objects.get(pk=B)
+    assert only_created.updated_at == only_created.created_at == at("2026-02-01T00:00:00")
+    assert only_updated.created_at == only_updated.updated_at == at("2026-03-01T00:00:00")
+
+
+def test_a_record_without_an_id_in_a_bare_array_is_refused(user):
+    with pytest.raises(InvalidInput, match="record 1 has an id that is not a UUID"):
+        import_store(owner=user, data='[{"content": "No id."}]', now=NOW)
+
+
+def test_provenance_kept_as_an_object_becomes_json_text(user):
+    record = {"id": str(A), "category": "event", "content": "x", "provenance": {"by": "claude"}}
+
+    import_store(owner=user, data=json.dumps([record]), now=NOW)
+
+    assert json.loads(Memory.objects.get(pk=A).provenance) == {"by": "claude"}
