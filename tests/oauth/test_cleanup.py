@@ -1,3 +1,4 @@
+import hashlib
 from datetime import timedelta
 from io import StringIO
 
@@ -6,7 +7,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
-from tests.oauth.conftest import CLAUDE_REGISTRATION, register
+from tests.oauth.conftest import CLAUDE_REGISTRATION, Flow, register
 
 pytestmark = pytest.mark.django_db
 
@@ -25,6 +26,10 @@ def cleanup(*args: str) -> str:
     out = StringIO()
     call_command("cleanup_oauth_clients", *args, stdout=out)
     return out.getvalue()
+
+
+def checksum(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 def exists(client_id: str) -> bool:
@@ -138,3 +143,17 @@ def test_a_deleted_client_is_told_to_register_again(claude_flow):
     response = claude_flow.exchange(code)
     assert response.status_code == 401
     assert response.json()["error"] == "invalid_client"
+
+
+def test_cleartokens_removes_what_a_dead_connection_left_behind(claude_flow):
+    # The README schedules django-oauth-toolkit's cleartokens next to the cleanup.
+    live = claude_flow.tokens()
+    dead = Flow(claude_flow.client, claude_flow.registered).tokens()
+    AccessToken.objects.filter(token_checksum=checksum(dead["access_token"])).update(
+        expires=timezone.now() - timedelta(days=91)
+    )
+    call_command("cleartokens", stdout=StringIO(), stderr=StringIO())
+    assert not AccessToken.objects.filter(token_checksum=checksum(dead["access_token"])).exists()
+    assert not RefreshToken.objects.filter(token_checksum=checksum(dead["refresh_token"])).exists()
+    assert AccessToken.objects.filter(token_checksum=checksum(live["access_token"])).exists()
+    assert RefreshToken.objects.filter(token_checksum=checksum(live["refresh_token"])).exists()
