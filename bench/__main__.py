@@ -225,6 +225,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--budget", type=float, default=3.0, help="seconds per operation")
     parser.add_argument("--max-runs", type=int, default=300)
+    parser.add_argument("--seconds", type=float, default=8.0, help="per throughput run")
+    parser.add_argument("--http-size", type=int, default=HTTP_SIZE, help="store size over HTTP")
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/<time>)")
     parser.add_argument("--keep-databases", action="store_true")
     parser.add_argument("--fresh", action="store_true", help="rebuild the cached stores")
@@ -281,7 +283,7 @@ def main(argv: list[str]) -> None:
                     facts = {k: v for k, v in meta.items() if k not in ("backend", "load_average")}
                     measured["store"] = {**facts, **measured["store"]}
                     results["service"].append(measured)
-                    if size == HTTP_SIZE and "http" in parts:
+                    if size == args.http_size and "http" in parts:
                         databases[backend] = db
                     elif not args.keep_databases:
                         drop(db)
@@ -307,7 +309,7 @@ def main(argv: list[str]) -> None:
                     first["checks"].append(_same_rankings(runs))
                 results["retrieval"] = first
         if "http" in parts:
-            results["http"] = run_http(args, backends, databases, out_dir)
+            results["http"] = run_http(args, backends, databases, out_dir, results["service"])
     finally:
         for db in databases.values():
             if not args.keep_databases:
@@ -347,11 +349,10 @@ def run_http(
     backends: list[str],
     databases: dict[str, BenchDatabase],
     out_dir: Path,
+    service_runs: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    try:
-        from bench.http_bench import unavailable_reason
-    except ImportError:
-        return {"unavailable": "the HTTP benchmark is not built yet"}
+    from bench.http_bench import unavailable_reason
+
     reason = unavailable_reason()
     if reason:
         log(f"HTTP part skipped: {reason}")
@@ -360,15 +361,34 @@ def run_http(
     for backend in backends:
         db = databases.get(backend)
         if db is None:
-            return {"unavailable": f"the HTTP part needs the service part at {HTTP_SIZE:,}"}
-        log(f"over HTTP: {db.label}, {HTTP_SIZE:,} memories")
-        result = run_child(
-            ["http", "--database-url", db.url, "--size", str(HTTP_SIZE), "--seed", str(args.seed)],
-            out_dir / f"http-{backend}.json",
-        )
+            return {"unavailable": f"the HTTP part needs the service part at {args.http_size:,}"}
+        log(f"over HTTP: {db.label}, {args.http_size:,} memories")
+        child_args = ["http", "--database-url", db.url, "--size", str(args.http_size)]
+        child_args += ["--seed", str(args.seed), "--budget", str(args.budget)]
+        child_args += ["--max-runs", str(args.max_runs), "--seconds", str(args.seconds)]
+        result = run_child(child_args, out_dir / f"http-{backend}.json")
+        combined["client_mode"] = result["client_mode"]
         combined["latency"].extend(result["latency"])
         combined["throughput"].extend(result["throughput"])
+    add_transport_overhead(combined, service_runs, args.http_size)
     return combined
+
+
+def add_transport_overhead(
+    http: dict[str, Any], service_runs: list[dict[str, Any]], size: int
+) -> None:
+    """HTTP median minus the in-process median of the same operation, same database."""
+    for row in http["latency"]:
+        run = next(
+            (r for r in service_runs if r["backend"] == row["backend"] and r["size"] == size),
+            None,
+        )
+        if run is None:
+            continue
+        op = next((o for o in run["operations"] if o["operation"] == row["tool"]), None)
+        if op is not None:
+            row["service_median_ms"] = op["median_ms"]
+            row["overhead_ms"] = round(row["median_ms"] - op["median_ms"], 3)
 
 
 if __name__ == "__main__":

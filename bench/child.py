@@ -6,6 +6,7 @@ gets a fresh Django set up on its own DATABASE_URL. Results go to `--out` as JSO
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +43,20 @@ def _retrieval(args: argparse.Namespace) -> dict[str, Any]:
     return retrieval.run(data_path=args.data, out_dir=args.out.parent)
 
 
+def _http(args: argparse.Namespace) -> dict[str, Any]:
+    from bench import http_bench
+    from bench.timing import RunPlan
+
+    plan = RunPlan(warmup=5, min_runs=args.min_runs, max_runs=args.max_runs, budget_s=args.budget)
+    return http_bench.run(
+        database_url=args.database_url,
+        size=args.size,
+        seed=args.seed,
+        plan=plan,
+        seconds=args.seconds,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.child")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -59,15 +74,34 @@ def main(argv: list[str] | None = None) -> None:
     prepare.add_argument("--seed", type=int, default=7)
     quality = sub.add_parser("retrieval", help="LoCoMo retrieval quality")
     quality.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    for sp in (service, prepare, quality):
+    http = sub.add_parser("http", help="MCP tool calls over HTTP against uvicorn")
+    http.add_argument("--size", type=int, required=True)
+    http.add_argument("--seed", type=int, default=7)
+    http.add_argument("--min-runs", type=int, default=30)
+    http.add_argument("--max-runs", type=int, default=300)
+    http.add_argument("--budget", type=float, default=3.0, help="seconds per tool")
+    http.add_argument("--seconds", type=float, default=8.0, help="per throughput run")
+    for sp in (service, prepare, quality, http):
         sp.add_argument("--database-url", required=True)
         sp.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
 
+    if args.command == "http":
+        from bench.http_bench import free_port, public_url
+
+        # The token is bound to the server's public URL, so both must agree on the port.
+        port = free_port()
+        os.environ["TAPROOT_BENCH_PORT"] = str(port)
+        os.environ["TAPROOT_PUBLIC_URL"] = public_url(port)
     setup_django(args.database_url)
     from django.db import connection
 
-    measure = {"service": _service, "prepare": _prepare, "retrieval": _retrieval}[args.command]
+    measure = {
+        "service": _service,
+        "prepare": _prepare,
+        "retrieval": _retrieval,
+        "http": _http,
+    }[args.command]
     result = {"backend": connection.vendor, **measure(args)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -1,0 +1,292 @@
+"""End to end over HTTP: the real MCP client against a real uvicorn server.
+
+Runs on a database the service benchmark already filled (call after
+`bench.database.setup_django`). A token comes from `manage.py issue_token`; the server
+is `uvicorn taproot_site.asgi:application` with 1 or 2 workers, production settings
+(DEBUG off). The client speaks the 2025 handshake era, as Claude.ai does today.
+"""
+
+import asyncio
+import io
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.database import bench_environment
+from bench.queries import query_pools
+from bench.synthetic import fresh_memories, generate_store
+from bench.timing import RunPlan, summarise
+
+ROOT = Path(__file__).resolve().parent.parent
+CLIENT_MODE = "legacy"
+WORKERS = (1, 2)
+CLIENTS = (1, 4, 16)
+
+
+def unavailable_reason() -> str | None:
+    """Why the HTTP benchmark cannot run in this checkout, or None."""
+    needed = [
+        ROOT / "mcp_bridge" / "server.py",
+        ROOT / "mcp_bridge" / "management" / "commands" / "issue_token.py",
+    ]
+    missing = [str(p.relative_to(ROOT)) for p in needed if not p.exists()]
+    if missing:
+        return "the /mcp endpoint is not built yet (missing " + ", ".join(missing) + ")"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def public_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}"
+
+
+def issue_token(username: str) -> str:
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("issue_token", user=username, days=1, stdout=out, stderr=io.StringIO())
+    return out.getvalue().strip()
+
+
+@contextmanager
+def uvicorn_server(database_url: str, port: int, workers: int) -> Iterator[str]:
+    """`uvicorn taproot_site.asgi:application` on this database; yields its base URL."""
+    url = public_url(port)
+    env = {
+        **os.environ,
+        **bench_environment(database_url),
+        "SECRET_KEY": os.environ["SECRET_KEY"],
+        "TAPROOT_PUBLIC_URL": url,
+        "PYTHONUNBUFFERED": "1",
+    }
+    with tempfile.NamedTemporaryFile("w+b", prefix="taproot-bench-uvicorn-", suffix=".log") as log:
+        command = [sys.executable, "-m", "uvicorn", "taproot_site.asgi:application"]
+        command += ["--host", "127.0.0.1", "--port", str(port), "--lifespan", "on"]
+        command += ["--workers", str(workers), "--log-level", "warning", "--no-access-log"]
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_until_healthy(url, process, Path(log.name))
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_until_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"uvicorn exited early:\n{log.read_text(errors='replace')}")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"uvicorn did not become healthy:\n{log.read_text(errors='replace')}")
+
+
+async def open_client(stack: AsyncExitStack, url: str, token: str) -> Any:
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    # The transport does not close a client it is handed.
+    stack.push_async_callback(http.aclose)
+    return await stack.enter_async_context(
+        Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=CLIENT_MODE)
+    )
+
+
+Call = tuple[str, dict[str, Any]]
+
+
+class Workload:
+    """The tool calls to time, named like the service operations they wrap."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        store = generate_store(size=size, now=datetime.now(UTC), seed=seed)
+        mine = store.of(store.owner)
+        self.owner = store.owner
+        self.pools = query_pools(mine, seed=seed)
+        rng = random.Random(f"taproot-bench-http-{seed}")
+        ids = [str(m.id) for m in mine]
+        self.id_sets = [rng.sample(ids, 5) for _ in range(100)]
+        self.fresh = list(
+            fresh_memories(seed=seed, now=datetime.now(UTC), count=3000, stream="http")
+        )
+        self.created = 0
+
+    def remember(self) -> Call:
+        memory = self.fresh[self.created % len(self.fresh)]
+        self.created += 1
+        return (
+            "taproot_remember",
+            {
+                "category": memory.category,
+                "content": memory.content,
+                "gist": memory.gist,
+                "salience": memory.salience,
+                "tags": list(memory.tags),
+            },
+        )
+
+    def tool_calls(self) -> dict[str, Any]:
+        """Operation name → function of the run number giving a call."""
+        calls: dict[str, Any] = {
+            "reflect": lambda i: ("taproot_reflect", {}),
+            "status": lambda i: ("taproot_status", {}),
+        }
+        for band in ("rare", "middle", "common"):
+            calls[f"recall, 3-word query, {band} words"] = lambda i, band=band: (
+                "taproot_recall",
+                {"query": self.pools.pick(band, 3, i)},
+            )
+        calls["recall by ids (5)"] = lambda i: (
+            "taproot_recall",
+            {"ids": self.id_sets[i % len(self.id_sets)]},
+        )
+        calls["remember, create"] = lambda i: self.remember()
+        return calls
+
+    def mix(self, i: int) -> Call:
+        """A conversation's share of calls: mostly recall, some writes, one reflect in ten."""
+        step = i % 10
+        if step == 0:
+            return ("taproot_reflect", {})
+        if step in (1, 2):
+            return self.remember()
+        if step in (3, 4):
+            return ("taproot_recall", {"ids": self.id_sets[i % len(self.id_sets)]})
+        return ("taproot_recall", {"query": self.pools.pick("middle", 3, i)})
+
+
+async def _call(client: Any, call: Call) -> bool:
+    result = await client.call_tool(call[0], call[1])
+    return not result.is_error
+
+
+async def latency(url: str, token: str, workload: Workload, plan: RunPlan) -> list[dict[str, Any]]:
+    rows = []
+    async with AsyncExitStack() as stack:
+        client = await open_client(stack, url, token)
+        for name, make in workload.tool_calls().items():
+            for run in range(plan.warmup):
+                await _call(client, make(run))
+            samples: list[float] = []
+            errors = 0
+            spent = 0.0
+            run = plan.warmup
+            while len(samples) < plan.max_runs:
+                call = make(run)
+                started = time.perf_counter()
+                ok = await _call(client, call)
+                elapsed = time.perf_counter() - started
+                errors += not ok
+                samples.append(elapsed * 1000)
+                spent += elapsed
+                run += 1
+                if len(samples) >= plan.min_runs and spent >= plan.budget_s:
+                    break
+            rows.append({"tool": name, "errors": errors, **summarise(samples).as_dict()})
+    return rows
+
+
+async def throughput(
+    url: str, token: str, workload: Workload, clients: int, seconds: float
+) -> dict[str, Any]:
+    """`clients` sessions calling back to back for `seconds` (after a short warm-up)."""
+    samples: list[float] = []
+    errors = 0
+    counter = 0
+    measuring = False
+    stop_at = 0.0
+
+    async def one_client(client: Any) -> None:
+        nonlocal counter, errors
+        while True:
+            counter += 1
+            call = workload.mix(counter)
+            started = time.perf_counter()
+            try:
+                ok = await _call(client, call)
+            except Exception:
+                ok = False
+            finished = time.perf_counter()
+            if measuring and finished <= stop_at:
+                samples.append((finished - started) * 1000)
+                errors += not ok
+            if measuring and finished > stop_at:
+                return
+
+    async with AsyncExitStack() as stack:
+        sessions = [await open_client(stack, url, token) for _ in range(clients)]
+        tasks = [asyncio.create_task(one_client(s)) for s in sessions]
+        await asyncio.sleep(1.0)  # warm-up: connections open, workers busy
+        cpu_before = time.process_time()
+        started = time.perf_counter()
+        stop_at = started + seconds
+        measuring = True
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - started
+        client_cpu = time.process_time() - cpu_before
+    summary = summarise(samples) if samples else None
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 2),
+        "calls": len(samples),
+        "calls_per_second": round(len(samples) / seconds, 1),
+        "errors": errors,
+        "median_ms": summary.median_ms if summary else None,
+        "p95_ms": summary.p95_ms if summary else None,
+        # The load generator shares the machine: how much of a core it used.
+        "client_cpu_share": round(client_cpu / elapsed, 2),
+    }
+
+
+def run(
+    *, database_url: str, size: int, seed: int, plan: RunPlan, seconds: float
+) -> dict[str, Any]:
+    """Latency per tool on one worker, then throughput at each worker and client count.
+
+    The process's TAPROOT_PUBLIC_URL must already name `port` (the token is bound to it).
+    """
+    from django.db import connection
+
+    port = int(os.environ["TAPROOT_BENCH_PORT"])
+    backend = connection.vendor
+    workload = Workload(size, seed)
+    token = issue_token(workload.owner)
+    connection.close()
+    result: dict[str, Any] = {"client_mode": CLIENT_MODE, "latency": [], "throughput": []}
+    for workers in WORKERS:
+        with uvicorn_server(database_url, port, workers) as url:
+            if workers == 1:
+                for row in asyncio.run(latency(url, token, workload, plan)):
+                    result["latency"].append({"backend": backend, **row})
+            for clients in CLIENTS:
+                row = asyncio.run(throughput(url, token, workload, clients, seconds))
+                result["throughput"].append({"backend": backend, "workers": workers, **row})
+    return result
