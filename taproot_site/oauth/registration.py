@@ -38,7 +38,7 @@ def _error(error: str, description: str, status: int = 400) -> JsonResponse:
 def _metadata(request: HttpRequest) -> dict[str, Any] | None:
     try:
         data = json.loads(request.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or absurdly nested
         return None
     return data if isinstance(data, dict) else None
 
@@ -49,7 +49,9 @@ def metadata_problem(data: dict[str, Any]) -> JsonResponse | None:
     if problem:
         return _error("invalid_redirect_uri", problem)
     grant_types = data.get("grant_types", ["authorization_code"])
-    if not isinstance(grant_types, list) or not set(grant_types) <= SUPPORTED_GRANT_TYPES:
+    if not isinstance(grant_types, list) or not all(
+        isinstance(grant, str) and grant in SUPPORTED_GRANT_TYPES for grant in grant_types
+    ):
         return _error(
             "invalid_client_metadata",
             "grant_types may only contain authorization_code and refresh_token.",

@@ -153,6 +153,8 @@ def test_operators_can_add_exact_redirect_uris(client):
         ({"grant_types": ["client_credentials"]}, "invalid_client_metadata"),
         ({"grant_types": ["authorization_code", "implicit"]}, "invalid_client_metadata"),
         ({"grant_types": ["refresh_token"]}, "invalid_client_metadata"),
+        ({"grant_types": [["authorization_code"]]}, "invalid_client_metadata"),
+        ({"grant_types": "authorization_code"}, "invalid_client_metadata"),
         ({"response_types": ["token"]}, "invalid_client_metadata"),
         ({"response_types": ["code", "token"]}, "invalid_client_metadata"),
         ({"token_endpoint_auth_method": "private_key_jwt"}, "invalid_client_metadata"),
@@ -168,7 +170,7 @@ def test_metadata_the_server_cannot_honour_is_refused(client, change, error):
     assert not Application.objects.exists()
 
 
-@pytest.mark.parametrize("payload", ["not json", "[1, 2]", ""])
+@pytest.mark.parametrize("payload", ["not json", "[1, 2]", "", "[" * 100_000, b"\xff\xfe"])
 def test_a_body_that_is_not_a_json_object_is_refused(client, payload):
     response = client.post("/o/register/", data=payload, content_type="application/json")
     assert response.status_code == 400
