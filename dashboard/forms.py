@@ -38,9 +38,7 @@ class MemoryFilterForm(forms.Form):
         max_length=MAX_SEARCH,
         label="Search",
         strip=True,
-        widget=forms.TextInput(
-            attrs={"type": "search", "placeholder": "Words in gist, content or tags"}
-        ),
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "Gist, content or tags"}),
     )
     sort = forms.ChoiceField(
         choices=[(key, label) for key, (label, _) in SORTS.items()], required=False

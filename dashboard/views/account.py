@@ -1,7 +1,6 @@
 """The rest of the store: closing reflections, the export download, connected clients."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -10,6 +9,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.clients import connected_clients, revoke_client
+from dashboard.decorators import login_required
 from memories.jsonutil import dumps
 from memories.models import Closing
 from memories.services.exporting import export_store

@@ -5,12 +5,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from dashboard.decorators import login_required
 from dashboard.forms import RestoreForm
 from memories.conf import catalog_window_days
 from memories.errors import InvalidInput

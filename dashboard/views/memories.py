@@ -9,7 +9,6 @@ import uuid
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -18,6 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from dashboard.decorators import login_required
 from dashboard.forms import CurationForm, GistForm, MemoryFilterForm
 from dashboard.overview import store_overview
 from memories.conf import catalog_window_days

@@ -1,12 +1,12 @@
 """The Reflect Preview on its own: a refresh of the sidebar, or a page for narrow screens."""
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from dashboard.decorators import login_required
 from dashboard.overview import store_overview
 
 

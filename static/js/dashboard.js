@@ -175,6 +175,21 @@
     }
   });
 
+  // --- Short, shareable filter URLs --------------------------------------------
+  // Leave empty filter fields out of the query string the list pushes to the URL.
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    if (!event.detail.elt || event.detail.elt.id !== "filters") {
+      return;
+    }
+    const data = event.detail.formData;
+    Array.from(new Set(data.keys())).forEach(function (name) {
+      if (data.getAll(name).every(function (value) { return value === ""; })) {
+        data.delete(name);
+      }
+    });
+  });
+
   // --- Failures htmx leaves unswapped (a vanished memory, a server or network error) --
 
   document.addEventListener("htmx:responseError", function (event) {

@@ -21,14 +21,6 @@ def htmx(target: str | None = None) -> dict[str, str]:
     return headers
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(request: pytest.FixtureRequest, settings: Any) -> None:
-    # Hashing each test user's password the production way costs about a second. Browser
-    # tests log in to a server in another process, which only knows the real hashers.
-    if request.node.get_closest_marker("browser") is None:
-        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def make_memory(make_memory: Callable[..., Memory]) -> Callable[..., Memory]:
     """The project's make_memory, dated now by default: the views read the real clock."""

@@ -169,3 +169,16 @@ def test_logout_ends_the_session(logged_in):
 
     assert response.status_code == 302
     assert logged_in.get("/dashboard/").status_code == 302
+
+
+def test_an_htmx_request_after_the_session_ended_sends_the_whole_page_to_the_login(client, memory):
+    response = client.post(
+        f"/dashboard/memories/{MEMORY}/curate/",
+        {"salience": "low"},
+        HTTP_HX_CURRENT_URL="http://testserver/dashboard/?category=error",
+        **htmx(),
+    )
+
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == "/accounts/login/?next=/dashboard/%3Fcategory%3Derror"
+    assert stored(memory).salience == "medium"

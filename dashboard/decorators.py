@@ -1,0 +1,30 @@
+"""Access control for the dashboard's views."""
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django_htmx.http import HttpResponseClientRedirect
+
+View = Callable[..., HttpResponse]
+
+
+def login_required(view: View) -> View:
+    """Django's login_required, and for htmx requests a full-page redirect to the login.
+
+    Following a plain redirect, htmx would swap the login page into a memory card; the
+    person comes back to the page they were on, not to the fragment's URL.
+    """
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        if request.htmx:
+            back_to = request.htmx.current_url_abs_path or "/dashboard/"
+            return HttpResponseClientRedirect(redirect_to_login(back_to)["Location"])
+        return redirect_to_login(request.get_full_path())
+
+    return wrapper

@@ -1,0 +1,457 @@
+"""The dashboard in a real headless Chromium against a real server.
+
+Debian's chromium package, driven by Playwright through `executable_path` (Playwright
+never downloads a browser here). Run with `--screenshots` to refresh docs/screenshots/.
+"""
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from memories.models import ChangeSource, Memory
+from memories.services import close, edit_gist
+from tests.conftest import require_tool
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASSWORD = "pw-alice-123"  # tests/conftest.py's `user`
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.server,
+    pytest.mark.once_per_run,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+@pytest.fixture(scope="module")
+def browser(live_server_process: Any) -> Iterator[Any]:
+    require_tool(CHROMIUM.exists(), f"Chromium is not installed at {CHROMIUM}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - the dev extra installs it
+        require_tool(False, "Playwright's Python package is not installed")
+    # Playwright's sync API keeps an event loop in this thread, which makes Django's
+    # async-safety guard refuse the tests' own (synchronous) database work. The server
+    # was started above, so the child process does not inherit this.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            yield chromium
+            chromium.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+class Session:
+    """One logged-out browser context, with every console error it saw."""
+
+    def __init__(self, browser: Any, base_url: str, **options: Any) -> None:
+        self.base_url = base_url
+        self.context = browser.new_context(base_url=base_url, **options)
+        self.page = self.context.new_page()
+        # Script errors and CSP violations land on the console; failed requests are
+        # tracked by their responses instead (the console does not name the URL).
+        self.errors: list[str] = []
+        self.failed: list[tuple[int, str]] = []
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("response", self._response)
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error" and not message.text.startswith("Failed to load resource"):
+            self.errors.append(message.text)
+
+    def _response(self, response: Any) -> None:
+        if response.status >= 400 and not response.url.endswith("/favicon.ico"):
+            self.failed.append((response.status, response.url))
+
+    def close(self) -> None:
+        self.context.close()
+        assert self.errors == [], "the page logged errors (a CSP violation shows up here)"
+        assert self.failed == [], "requests failed"
+
+    def log_in(self, next_path: str = "/dashboard/") -> Any:
+        page = self.page
+        page.goto(next_path)
+        page.wait_for_url(re.compile(r"/accounts/login/"))
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", PASSWORD)
+        page.locator("form[action='/accounts/login/'] [type=submit]").click()
+        page.wait_for_url(f"{self.base_url}{next_path}")
+        return page
+
+
+@pytest.fixture
+def session(browser: Any, live_server_process: Any) -> Iterator[Session]:
+    opened = Session(browser, live_server_process.url, viewport={"width": 1280, "height": 900})
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def store(user: Any, make_memory: Any) -> dict[str, Memory]:
+    now = timezone.now()
+    stale = now - timedelta(days=120)
+    return {
+        "core": make_memory(
+            category="identity",
+            gist="Speaks plainly and likes short answers",
+            content="Prefers plain words and short answers; long preambles annoy them.",
+            salience="high",
+            core=True,
+        ),
+        "tea": make_memory(
+            category="relationship",
+            gist="Brews green tea every afternoon",
+            content="Every afternoon there is green tea, and talk slows down then.",
+            tags=["habits"],
+        ),
+        "bug": make_memory(
+            category="error",
+            gist="Do not guess the date of the move",
+            content="I once guessed the moving date wrong; ask instead.",
+            salience="high",
+        ),
+        "stale": make_memory(
+            category="episodic",
+            gist="A rainy trip to the coast",
+            content="A trip to the coast that was mostly rain.",
+            salience="low",
+            updated_at=stale,
+            gist_autogenerated=True,
+        ),
+        "thread": make_memory(
+            category="active_thread",
+            gist="Drafting chapter three of the garden book",
+            content="Chapter three is about soil; the draft is half done.",
+        ),
+    }
+
+
+def card(page: Any, memory: Memory) -> Any:
+    return page.locator(f"#memory-{memory.pk}")
+
+
+def test_log_in_then_filter_by_two_categories_and_search(session, store):
+    from playwright.sync_api import expect
+
+    page = session.log_in()
+    cards = page.locator(".memory-card")
+    expect(cards).to_have_count(5)
+
+    page.locator("#filters").get_by_label("identity", exact=True).check()
+    expect(cards).to_have_count(1)
+    page.locator("#filters").get_by_label("relationship", exact=True).check()
+    expect(cards).to_have_count(2)
+    page.get_by_label("Search").fill("tea")
+
+    expect(cards).to_have_count(1)
+    expect(card(page, store["tea"])).to_be_visible()
+    expect(page.locator("#list-count")).to_contain_text("1 of 5 shown")
+    assert "category=identity" in page.url
+    assert "category=relationship" in page.url
+    assert "q=tea" in page.url
+
+    page.go_back()  # the URL holds the filters: back shows the list before the search
+    expect(cards).to_have_count(2)
+    expect(page.locator("#filters").get_by_label("relationship", exact=True)).to_be_checked()
+
+
+def test_salience_change_updates_preview_and_size_without_reload(session, store):
+    from playwright.sync_api import expect
+
+    page = session.log_in()
+    stale = store["stale"]
+    page.evaluate("window.notReloaded = true")
+    tokens_before = page.locator("#preview-tokens").inner_text()
+    assert page.locator(f"#reflect-preview [data-memory-id='{stale.pk}']").count() == 0
+
+    card(page, stale).get_by_label("Salience").select_option("high")
+
+    expect(
+        page.locator(f"#reflect-preview a.preview-line[data-memory-id='{stale.pk}']")
+    ).to_be_visible()
+    expect(page.locator("#preview-tokens")).not_to_have_text(tokens_before)
+    expect(card(page, stale).locator(".tier-badge")).to_have_text("catalog")
+    assert page.evaluate("window.notReloaded") is True
+    saved = Memory.objects.get(pk=stale.pk)
+    assert saved.salience == "high"
+    assert saved.updated_at == stale.updated_at
+
+
+def test_toggling_core_moves_the_memory_between_the_preview_tiers(session, store):
+    from playwright.sync_api import expect
+
+    page = session.log_in()
+    thread = store["thread"]
+    in_core = page.locator(f"#reflect-preview a.preview-block[data-memory-id='{thread.pk}']")
+    in_catalog = page.locator(f"#reflect-preview a.preview-line[data-memory-id='{thread.pk}']")
+    expect(in_catalog).to_be_visible()
+
+    card(page, thread).get_by_label("Core").check()
+
+    expect(in_core).to_be_visible()
+    expect(in_core).to_contain_text("Chapter three is about soil")
+    expect(in_catalog).to_have_count(0)
+    expect(card(page, thread).locator(".tier-badge")).to_have_text("core")
+
+    card(page, thread).get_by_label("Core").uncheck()
+
+    expect(in_catalog).to_be_visible()
+    expect(in_core).to_have_count(0)
+    assert Memory.objects.get(pk=thread.pk).core is False
+
+
+def test_clicking_a_preview_block_highlights_its_card_or_says_it_is_hidden(session, store):
+    from playwright.sync_api import expect
+
+    page = session.log_in()
+    core = store["core"]
+
+    page.locator(f"#reflect-preview [data-memory-id='{core.pk}']").click()
+
+    expect(card(page, core)).to_have_class(re.compile(r"\bis-highlighted\b"))
+    expect(card(page, core)).to_be_in_viewport()
+    expect(card(page, core)).to_be_focused()
+
+    page.locator("#filters").get_by_label("error", exact=True).check()
+    expect(page.locator(".memory-card")).to_have_count(1)
+    page.locator(f"#reflect-preview [data-memory-id='{core.pk}']").click()
+
+    expect(page.locator("#preview-status")).to_contain_text("not in the list")
+    assert page.url.endswith("/dashboard/?category=error&sort=recent")  # still the list
+
+
+def test_edit_a_gist_in_place(session, store):
+    from playwright.sync_api import expect
+
+    page = session.log_in()
+    stale = store["stale"]
+    expect(card(page, stale).locator(".auto-badge")).to_be_visible()
+
+    card(page, stale).get_by_role("link", name="Edit gist").click()
+    editor = page.locator(f"#gist-input-{stale.pk}")
+    expect(editor).to_be_focused()
+    editor.fill("Coast trip, washed out by rain")
+    card(page, stale).get_by_role("button", name="Save gist").click()
+
+    expect(card(page, stale).locator(".gist")).to_have_text("Coast trip, washed out by rain")
+    expect(card(page, stale).locator(".auto-badge")).to_have_count(0)
+    saved = Memory.objects.get(pk=stale.pk)
+    assert (saved.gist, saved.gist_autogenerated) == ("Coast trip, washed out by rain", False)
+
+
+def test_an_empty_gist_is_refused_in_place(session, store):
+    from playwright.sync_api import expect
+
+    page = session.log_in()
+    tea = store["tea"]
+    card(page, tea).get_by_role("link", name="Edit gist").click()
+    editor = page.locator(f"#gist-input-{tea.pk}")
+    # Bypass the browser's own `required` check to reach the server's.
+    editor.evaluate("element => element.removeAttribute('required')")
+    editor.fill("   ")
+    card(page, tea).get_by_role("button", name="Save gist").click()
+
+    expect(card(page, tea).get_by_role("alert")).to_contain_text("cannot be empty")
+    assert Memory.objects.get(pk=tea.pk).gist == "Brews green tea every afternoon"
+    assert [status for status, _ in session.failed] == [422]
+    session.failed.clear()
+
+
+def test_archive_and_unarchive(session, store):
+    from playwright.sync_api import expect
+
+    page = session.log_in()
+    bug = store["bug"]
+    preview_line = page.locator(f"#reflect-preview [data-memory-id='{bug.pk}']")
+    expect(preview_line).to_have_count(1)
+
+    card(page, bug).get_by_role("button", name="Archive").click()
+
+    expect(card(page, bug).locator(".tier-badge")).to_have_text("archived")
+    expect(page.locator(f"#archive-{bug.pk}")).to_be_focused()  # keyboard users stay put
+    expect(preview_line).to_have_count(0)
+    expect(page.locator("#store-counts")).to_contain_text("archived1")
+
+    card(page, bug).get_by_role("button", name="Unarchive").click()
+
+    expect(card(page, bug).locator(".tier-badge")).to_have_text("catalog")
+    expect(preview_line).to_have_count(1)
+    assert Memory.objects.get(pk=bug.pk).archived_at is None
+
+
+def test_delete_asks_first(session, store):
+    from playwright.sync_api import expect
+
+    page = session.log_in()
+    tea = store["tea"]
+
+    card(page, tea).get_by_role("link", name="Delete…").click()
+    expect(card(page, tea)).to_contain_text("Delete this memory for good?")
+    card(page, tea).get_by_role("link", name="Keep it").click()
+    expect(card(page, tea).get_by_role("link", name="Delete…")).to_be_visible()
+    assert Memory.objects.filter(pk=tea.pk).exists()
+
+    card(page, tea).get_by_role("link", name="Delete…").click()
+    card(page, tea).get_by_role("button", name="Delete for good").click()
+
+    expect(card(page, tea)).to_contain_text("Deleted")
+    expect(page.locator("#store-counts")).to_contain_text("live4")
+    assert not Memory.objects.filter(pk=tea.pk).exists()
+
+
+def test_open_a_revision_and_restore_it(session, store, user):
+    from playwright.sync_api import expect
+
+    tea = store["tea"]
+    edit_gist(owner=user, memory_id=tea.pk, gist="Drinks tea", source=ChangeSource.TOOL)
+    page = session.log_in()
+
+    card(page, tea).locator("a.short-id").click()
+    page.wait_for_url(f"**/dashboard/memories/{tea.pk}/")
+    expect(page.locator("#detail-gist")).to_have_text("Drinks tea")
+    revision = page.locator(".revision")
+    expect(revision).to_have_count(1)
+    expect(revision).to_contain_text("Brews green tea every afternoon")
+
+    revision.get_by_role("button", name="Restore as it was before").click()
+
+    expect(page.locator("#detail-gist")).to_have_text("Brews green tea every afternoon")
+    expect(page.locator(".revision")).to_have_count(2)
+    expect(page.get_by_role("status")).to_contain_text("Restored")
+    assert Memory.objects.get(pk=tea.pk).gist == "Brews green tea every afternoon"
+
+
+def test_on_a_phone_the_preview_opens_full_screen(browser, live_server_process, store):
+    from playwright.sync_api import expect
+
+    phone = Session(
+        browser, live_server_process.url, viewport={"width": 390, "height": 844}, is_mobile=True
+    )
+    try:
+        page = phone.log_in()
+        panel = page.locator("#preview-panel")
+        expect(panel).to_be_hidden()
+
+        page.locator("#preview-toggle").click()
+
+        expect(panel).to_be_visible()
+        box = panel.bounding_box()
+        assert box["width"] == 390 and box["height"] == 844
+        page.keyboard.press("Escape")
+        expect(panel).to_be_hidden()
+
+        page.locator("#preview-toggle").click()
+        page.locator(f"#reflect-preview [data-memory-id='{store['bug'].pk}']").click()
+        expect(panel).to_be_hidden()
+        expect(card(page, store["bug"])).to_have_class(re.compile(r"\bis-highlighted\b"))
+    finally:
+        phone.close()
+
+
+def test_screenshots_of_the_main_view(request, browser, live_server_process, user, make_memory):
+    """With --screenshots: the memory list and preview, desktop and phone, light and dark."""
+    if not request.config.getoption("--screenshots"):
+        pytest.skip("pass --screenshots to refresh docs/screenshots/")
+    demo_store(user, make_memory)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    sizes = {"desktop": {"width": 1360, "height": 900}, "phone": {"width": 390, "height": 844}}
+    for size, viewport in sizes.items():
+        for scheme in ("light", "dark"):
+            shot = Session(
+                browser,
+                live_server_process.url,
+                viewport=viewport,
+                color_scheme=scheme,
+                is_mobile=size == "phone",
+                device_scale_factor=1 if size == "desktop" else 2,
+                reduced_motion="reduce",
+            )
+            try:
+                page = shot.log_in()
+                page.screenshot(path=str(SCREENSHOTS / f"dashboard-{size}-{scheme}.png"))
+                if size == "phone":
+                    page.locator("#preview-toggle").click()
+                    page.screenshot(
+                        path=str(SCREENSHOTS / f"dashboard-{size}-{scheme}-preview.png")
+                    )
+            finally:
+                shot.close()
+
+
+def demo_store(user: Any, make_memory: Any) -> None:
+    """A small, plausible store for the screenshots."""
+    now = timezone.now()
+    entries = [
+        ("identity", "Speaks plainly; prefers short answers over long preambles", "high", True, 2),
+        ("relationship", "Works with Maya on the garden book; she edits, I draft", "high", True, 5),
+        (
+            "error",
+            "Asked twice for the moving date: check the calendar note first",
+            "high",
+            False,
+            1,
+        ),
+        (
+            "active_thread",
+            "Chapter three (soil) is half drafted; next: compost section",
+            "medium",
+            False,
+            3,
+        ),
+        (
+            "active_thread",
+            "Looking for a second-hand greenhouse under 400 euros",
+            "medium",
+            False,
+            9,
+        ),
+        ("episodic", "Spring planting day: tomatoes went in a week early", "medium", False, 20),
+        ("relationship", "Calls on Sunday evenings are for family, not work", "medium", False, 30),
+        ("episodic", "A rainy trip to the coast in March", "low", False, 80),
+        ("identity", "Reads slowly and rereads what matters", "low", False, 120),
+    ]
+    for category, gist, salience, core, days in entries:
+        make_memory(
+            id=uuid.uuid5(uuid.NAMESPACE_URL, f"taproot-demo:{gist}"),  # stable screenshots
+            category=category,
+            gist=gist,
+            content=gist + ". " + "More detail, written by Claude during the conversation.",
+            salience=salience,
+            core=core,
+            tags=[category.split("_")[0], "garden"]
+            if "garden" in gist or "Chapter" in gist
+            else [],
+            retrieval_count=days % 7,
+            updated_at=now - timedelta(days=days),
+            gist_autogenerated=days == 80,
+        )
+    close(
+        owner=user,
+        reflection="We planned the compost section and agreed to keep chapters short.",
+        conversation_title="Garden book, chapter three",
+        conversation_url="https://claude.ai/chat/example",
+    )
