@@ -209,6 +209,10 @@ def prepared_store(
     return meta
 
 
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-")
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--full", action="store_true", help="add the 100,000-memory store")
@@ -230,6 +234,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/<time>)")
     parser.add_argument("--keep-databases", action="store_true")
     parser.add_argument("--fresh", action="store_true", help="rebuild the cached stores")
+    parser.add_argument("--profile", help="profile operations whose name contains this")
+    parser.add_argument(
+        "--sqlite-statistics",
+        action="store_true",
+        help="experiment: run ANALYZE on the SQLite stores before measuring (Taproot does not)",
+    )
     return parser.parse_args(argv)
 
 
@@ -278,6 +288,10 @@ def main(argv: list[str]) -> None:
                     child_args += ["--max-runs", str(args.max_runs)]
                     if args.only:
                         child_args += ["--only", args.only]
+                    if args.profile:
+                        child_args += ["--profile", args.profile]
+                    if args.sqlite_statistics:
+                        child_args += ["--sqlite-statistics"]
                     out = out_dir / f"service-{backend}-{size}.json"
                     measured = run_child(child_args, out)
                     facts = {k: v for k, v in meta.items() if k not in ("backend", "load_average")}
@@ -316,6 +330,13 @@ def main(argv: list[str]) -> None:
                 drop(db)
         shutil.rmtree(workdir, ignore_errors=True)
 
+    for run in results["service"]:
+        for name, text in run.pop("profiles", {}).items():
+            path = out_dir / f"profile-{run['backend']}-{run['size']}-{_slug(name)}.txt"
+            path.write_text(text)
+            results["notes"].append(
+                f"profile of {name} ({run['backend']}, {run['size']:,}): {path}"
+            )
     results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     markdown = report.render(results)

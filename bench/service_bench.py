@@ -1,7 +1,10 @@
 """Service-level latency, in process: every operation the tools perform, timed on a
 synthetic store of a given size (call after `bench.database.setup_django`)."""
 
+import cProfile
 import gc
+import io
+import pstats
 import random
 import time
 from collections.abc import Callable
@@ -184,25 +187,61 @@ def reflect_payload_size(owner: Any) -> dict[str, Any]:
     }
 
 
+def profile(operation: Operation, first_run: int, runs: int = 20) -> str:
+    """The top of a CPU profile (process time, so other load on the machine matters less)."""
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    for run in range(first_run, first_run + runs):
+        operation.call(run)
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("cumulative").print_stats(30)
+    return f"{runs} runs of {operation.name}\n" + out.getvalue()
+
+
+def sqlite_analyze() -> None:
+    """Give SQLite's planner statistics (Taproot itself never runs ANALYZE)."""
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+
+
 def run(
-    *, size: int, seed: int, plan: RunPlan, anchor: datetime, only: str | None = None
+    *,
+    size: int,
+    seed: int,
+    plan: RunPlan,
+    anchor: datetime,
+    only: str | None = None,
+    profile_names: str | None = None,
+    with_sqlite_statistics: bool = False,
 ) -> dict[str, Any]:
-    """Measure on a database prepared by `prepare_store` at `anchor`."""
+    """Measure on a database prepared by `prepare_store` at `anchor`.
+
+    `profile_names`: also profile the operations whose name contains it.
+    `with_sqlite_statistics`: run ANALYZE first (an experiment: the app does not).
+    """
     now = datetime.now(UTC).replace(microsecond=0)
     move_to_now(anchor, now)
     analyze(Memory._meta.db_table)
+    if with_sqlite_statistics:
+        sqlite_analyze()
     store = generate_store(size=size, now=anchor, seed=seed)
     owner = ensure_users([store.owner])[store.owner]
     facts: dict[str, Any] = {"fingerprint": store.fingerprint()}
     pools = query_pools(store.of(store.owner), seed=seed)
     facts["band_words"] = {band: len(words) for band, words in pools.band_words.items()}
     results = []
+    profiles: dict[str, str] = {}
     for operation in operations(store, owner, pools, seed=seed):
         if only and only not in operation.name:
             continue
         gc.collect()
         samples = measure(operation.call, plan)
         queries = count_queries(operation, len(samples) + plan.warmup)
+        if profile_names and profile_names in operation.name:
+            profiles[operation.name] = profile(operation, len(samples) + plan.warmup + 1)
         results.append(
             {
                 "operation": operation.name,
@@ -223,5 +262,7 @@ def run(
         "store": facts,
         "reflect_payload": reflect_payload_size(owner),
         "migrate_available": migrate_available,
+        "sqlite_statistics": with_sqlite_statistics and connection.vendor == "sqlite",
         "operations": results,
+        "profiles": profiles,
     }
