@@ -3,12 +3,15 @@
 
 import os
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 
 from taproot_site.asgi import Receive, Scope, Send, application
 
 WORKER_HEADER = b"x-taproot-worker"
-TOKEN_VARIABLE = "TAPROOT_TEST_BEARER_TOKEN"
+# Names a file holding the token: it can only be made once the server's URL (its
+# resource) is known, after the server has started.
+TOKEN_FILE_VARIABLE = "TAPROOT_TEST_BEARER_TOKEN_FILE"
 
 
 async def worker_tagged(scope: Scope, receive: Receive, send: Send) -> None:
@@ -27,13 +30,13 @@ async def worker_tagged(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 async def with_bearer_token(scope: Scope, receive: Receive, send: Send) -> None:
-    """The application, with `Authorization: Bearer $TAPROOT_TEST_BEARER_TOKEN` added to
-    requests that carry none: for the MCP conformance suite, which cannot send a token.
-    The real verifier still checks it."""
-    if scope["type"] == "http":
+    """The application, with `Authorization: Bearer <token>` (read from the file that
+    $TAPROOT_TEST_BEARER_TOKEN_FILE names) added to requests that carry none: for the MCP
+    conformance suite, which cannot send a token. The real verifier still checks it."""
+    token_file = Path(os.environ[TOKEN_FILE_VARIABLE])
+    if scope["type"] == "http" and scope["path"] == "/mcp" and token_file.exists():
         headers = list(scope.get("headers", []))
         if not any(name.lower() == b"authorization" for name, _ in headers):
-            token = os.environ[TOKEN_VARIABLE].encode()
-            headers.append((b"authorization", b"Bearer " + token))
+            headers.append((b"authorization", b"Bearer " + token_file.read_bytes().strip()))
             scope = {**scope, "headers": headers}
     await application(scope, receive, send)
