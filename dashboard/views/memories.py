@@ -92,6 +92,7 @@ def curate(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
 def edit_gist(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
     """GET: the card with the gist open for editing. POST: save it (clears the auto mark)."""
     memory = _own_memory(request, memory_id)
@@ -140,6 +141,7 @@ def unarchive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
 def delete(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
     """GET asks first (in the card, or as a page); POST deletes for good."""
     memory = _own_memory(request, memory_id)
