@@ -175,6 +175,8 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 # Content-Security-Policy (Django's middleware): scripts, styles and images only from this
 # site's own files; no inline script or style anywhere; no site may frame these pages.
+# No form-action: Allow on the consent page redirects to the client (claude.ai), and
+# browsers apply form-action to that redirect too.
 SECURE_CSP = {
     "default-src": [CSP.SELF],
     "script-src": [CSP.SELF],
