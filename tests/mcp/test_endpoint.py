@@ -1,5 +1,6 @@
 """The /mcp endpoint as HTTP: routing, Host/Origin guard, lifespan, connections, request log."""
 
+import json
 import time
 
 import anyio
@@ -135,3 +136,33 @@ def test_each_request_closes_its_database_connection(server, connect, token_for,
     while other_connections() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert other_connections() == 0
+
+
+@on_server
+@pytest.mark.server
+def test_envelope_faults_get_the_sdks_answers_never_a_server_error(
+    server, mcp_url, user, token_for
+):
+    headers = {
+        **ACCEPT,
+        "Authorization": f"Bearer {token_for(user)}",
+        "Content-Type": "application/json",
+    }
+
+    def send(body: str) -> httpx2.Response:
+        return httpx2.post(mcp_url, content=body, headers=headers, timeout=10)
+
+    not_json = send("not json")
+    assert not_json.status_code == 400
+    assert not_json.json()["error"]["code"] == -32700
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    list_arguments = send(
+        json.dumps({**call, "params": {"name": "taproot_recall", "arguments": [1]}})
+    )
+    assert list_arguments.status_code == 200
+    assert list_arguments.json()["error"]["code"] == -32602
+    unknown = send(json.dumps({**call, "params": {"name": "taproot_nothing", "arguments": {}}}))
+    assert unknown.json()["result"]["isError"] is True
+    for method in ("PUT", "DELETE"):
+        assert httpx2.request(method, mcp_url, headers=headers, timeout=10).status_code == 405
+    assert "Traceback" not in server.log()
