@@ -240,12 +240,13 @@ class _Generator:
         updated_at = created_at
         if rng.random() < 0.3:
             updated_at = created_at + timedelta(seconds=int(age.total_seconds() * rng.random()))
+        # Interest fades: most recalls come soon after a memory is written.
         recalls: list[datetime] = []
         if rng.random() < 0.55:
             count = min(60, int(rng.paretovariate(1.3)))
             span = (self.now - created_at).total_seconds()
             recalls = sorted(
-                created_at + timedelta(seconds=int(span * rng.random() ** 0.5))
+                created_at + timedelta(seconds=int(span * rng.random() ** 3))
                 for _ in range(count)
             )
         links: tuple[uuid.UUID, ...] = ()
