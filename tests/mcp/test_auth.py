@@ -62,6 +62,18 @@ def test_a_request_without_a_token_gets_the_resource_metadata_challenge(server, 
     assert_challenged(post_initialize(mcp_url, None), server)
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.server
+def test_the_challenge_names_the_public_url_whatever_host_was_used(server, mcp_url):
+    # Behind a proxy the Host header says little; the metadata URL comes from
+    # TAPROOT_PUBLIC_URL (the test server's own URL).
+    port = mcp_url.rsplit(":", 1)[1].split("/", 1)[0]
+    response = httpx2.post(
+        mcp_url, json=INITIALIZE, headers={"Host": f"localhost:{port}"}, timeout=10
+    )
+    assert_challenged(response, server)
+
+
 MALFORMED = [
     "Bearer",
     "Bearer not-a-token-anyone-issued",
