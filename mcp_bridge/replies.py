@@ -28,10 +28,6 @@ UNEXPECTED = (
     "that Taproot is not working right now."
 )
 NOT_SIGNED_IN = "This request is not signed in to a Taproot account. Reconnect the connector."
-NUL_IN_TEXT = (
-    "{field} contains the NUL character (\\u0000), which cannot be stored. Remove it and "
-    "send the call again."
-)
 
 
 def text_result(text: str, *, is_error: bool = False) -> CallToolResult:
@@ -52,21 +48,6 @@ def sent_argument_names(ctx: Context) -> list[str]:
     return [str(name) for name in arguments] if isinstance(arguments, Mapping) else []
 
 
-def _field_with_nul(arguments: Mapping[str, Any]) -> str | None:
-    """PostgreSQL text cannot hold NUL; refuse it by name instead of failing in the database."""
-
-    def has_nul(value: Any) -> bool:
-        if isinstance(value, str):
-            return "\x00" in value
-        if isinstance(value, list | tuple):
-            return any(has_nul(v) for v in value)
-        if isinstance(value, Mapping):
-            return any(has_nul(k) or has_nul(v) for k, v in value.items())
-        return False
-
-    return next((name for name, value in arguments.items() if has_nul(value)), None)
-
-
 def _with_unknown_warning(reply: Mapping[str, Any], unknown: Iterable[str]) -> Mapping[str, Any]:
     unknown = sorted(unknown)
     if not unknown:
@@ -82,9 +63,6 @@ async def run_tool(
 
     A reply that is already text (the reflect payload) is sent exactly as it is.
     """
-    nul_field = _field_with_nul(arguments)
-    if nul_field is not None:
-        return error_result(NUL_IN_TEXT.format(field=nul_field))
 
     def call() -> Reply:
         return service(owner=token_user(), **arguments)

@@ -135,6 +135,12 @@ def trimmed(value: Any) -> Any:
 
 
 def check_length(value: str, *, field: str, limit: int) -> str:
+    """Text that fits its limit and can be stored (PostgreSQL text cannot hold NUL)."""
+    if "\x00" in value:
+        raise InvalidInput(
+            f"{field} contains the NUL character (\\u0000), which cannot be stored. Remove it "
+            "and send it again."
+        )
     if len(value) > limit:
         raise InvalidInput(
             f"{field} is {len(value):,} characters; the limit is {limit:,}. "
@@ -192,6 +198,7 @@ def coerce_string_list(
         text = item.strip()
         if not text:
             continue
+        check_length(text, field=f"each entry of {field}", limit=10**9)
         if len(text) > max_length:
             raise InvalidInput(
                 f"each entry of {field} may be at most {max_length} characters "

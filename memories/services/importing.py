@@ -191,6 +191,7 @@ def _memory(
 ) -> Memory:
     """An unsaved memory holding the record's values as given (normalised later)."""
     pk = _id(value, key_id, label)
+    _refuse_nul(value, label)
     content = value.get("content")
     if not isinstance(content, str) or not content.strip():
         raise BadFile(f"{label} has no content (it must be non-blank text)")
@@ -233,6 +234,7 @@ def _closing(
     value: dict[str, Any], key_id: str | None, label: str, owner_id: int, now: datetime
 ) -> Closing:
     pk = _id(value, key_id, label)
+    _refuse_nul(value, label)
     reflection = value.get("reflection")
     if not isinstance(reflection, str) or not reflection.strip():
         raise BadFile(f"{label} has no reflection (it must be non-blank text)")
@@ -244,6 +246,19 @@ def _closing(
         conversation_url=_text(value.get("conversation_url")),
         created_at=_timestamp(value, "created_at", label) or now,
     )
+
+
+def _refuse_nul(value: Any, label: str) -> None:
+    """Databases cannot store the NUL character in text; name the record that has one."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise BadFile(f"{label} contains the NUL character (\\u0000), which cannot be stored")
+    elif isinstance(value, dict):
+        for item in value.values():
+            _refuse_nul(item, label)
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_nul(item, label)
 
 
 def _refuse_repeats(ids: list[uuid.UUID], kind: str) -> None:

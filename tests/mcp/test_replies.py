@@ -82,12 +82,3 @@ def test_a_call_without_a_signed_in_user_is_refused(monkeypatch):
     result, body = run(lambda *, owner: {"status": "ok"})
     assert result.is_error
     assert "not signed in" in body["message"]
-
-
-def test_text_with_a_nul_character_is_refused_before_the_service_runs():
-    called = []
-    result, body = run(lambda *, owner, tags: called.append(tags), tags=["ok", "bad\x00"])
-    assert result.is_error
-    assert "tags" in body["message"]
-    assert "NUL" in body["message"]
-    assert called == []

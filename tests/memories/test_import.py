@@ -264,6 +264,8 @@ GOOD = {"category": "event", "content": "Fine.", "created_at": "2026-01-01T00:00
         (_envelope_with("not an object"), ["entry 4", "no record object"]),
         (_envelope_with({"reflection": " "}, key=f"close:{uuid.uuid4()}"), ["no reflection"]),
         ('{"entries": [["key", "value"]]}', ["entry 1", "not an object"]),
+        (_envelope_with({**GOOD, "tags": ["ok", "nul\x00"]}), ["entry 4", "NUL"]),
+        (_envelope_with({"reflection": "a\x00b"}, key=f"close:{uuid.uuid4()}"), ["NUL"]),
     ],
 )
 def test_a_bad_file_is_refused_whole_naming_the_problem(user, make_memory, data, names):
