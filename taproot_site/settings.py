@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "servestatic",
     "django.contrib.staticfiles",
     "django_htmx",
     "oauth2_provider",
