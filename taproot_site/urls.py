@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from taproot_site import views
 from taproot_site.oauth import urls as oauth_urls
@@ -8,6 +9,7 @@ from taproot_site.oauth import urls as oauth_urls
 urlpatterns = [
     # django-oauth-toolkit: metadata at the origin root, the endpoints under /o/.
     path("", include(oauth_urls)),
+    path("", RedirectView.as_view(pattern_name="dashboard:index"), name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("dashboard/", include("dashboard.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

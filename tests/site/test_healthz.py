@@ -31,3 +31,9 @@ def test_admin_login_page_is_reachable(client):
     response = client.get("/admin/", follow=True)
     assert response.status_code == 200
     assert b"password" in response.content.lower()
+
+
+def test_the_site_root_leads_to_the_dashboard(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == "/dashboard/"
