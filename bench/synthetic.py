@@ -246,8 +246,7 @@ class _Generator:
             count = min(60, int(rng.paretovariate(1.3)))
             span = (self.now - created_at).total_seconds()
             recalls = sorted(
-                created_at + timedelta(seconds=int(span * rng.random() ** 3))
-                for _ in range(count)
+                created_at + timedelta(seconds=int(span * rng.random() ** 3)) for _ in range(count)
             )
         links: tuple[uuid.UUID, ...] = ()
         if earlier and rng.random() < 0.1:
