@@ -14,6 +14,10 @@ class RunPlan:
     min_runs: int = 30
     max_runs: int = 300
     budget_s: float = 3.0
+    # Operations slower than budget_s / min_runs × 10 stop after this many runs once ten
+    # budgets are spent (a candidate-bound operation at 100,000 memories), so one
+    # operation cannot take minutes; the run count is reported with every figure.
+    slow_min_runs: int = 5
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,8 @@ def measure(operation: Callable[[int], object], plan: RunPlan) -> list[float]:
     """Milliseconds per call. `operation` gets the run number (warm-up runs come first).
 
     Runs at least `min_runs` times and at most `max_runs`, stopping early once `budget_s`
-    seconds of measured time have passed.
+    seconds of measured time have passed — or, for a slow operation, after `slow_min_runs`
+    runs once ten times `budget_s` have passed.
     """
     for run in range(plan.warmup):
         operation(run)
@@ -75,5 +80,7 @@ def measure(operation: Callable[[int], object], plan: RunPlan) -> list[float]:
         spent += elapsed
         run += 1
         if len(samples) >= plan.min_runs and spent >= plan.budget_s:
+            break
+        if len(samples) >= plan.slow_min_runs and spent >= 10 * plan.budget_s:
             break
     return samples

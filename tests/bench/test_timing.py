@@ -1,3 +1,5 @@
+import time
+
 import pytest
 
 from bench.timing import RunPlan, measure, percentile, summarise
@@ -28,3 +30,11 @@ def test_measure_warms_up_first_and_respects_the_run_limits() -> None:
     assert seen == list(range(8))
     samples = measure(seen.append, RunPlan(warmup=0, min_runs=2, max_runs=4, budget_s=60.0))
     assert len(samples) == 4
+
+
+def test_a_slow_operation_stops_after_fewer_runs() -> None:
+    samples = measure(lambda run: None, RunPlan(warmup=0, min_runs=30, budget_s=1.0))
+    assert 30 <= len(samples) <= 300  # fast: at least the minimum
+    slow = RunPlan(warmup=0, min_runs=30, budget_s=0.001, slow_min_runs=5)
+    samples = measure(lambda run: time.sleep(0.003), slow)
+    assert len(samples) == 5  # ten budgets spent after a few runs
