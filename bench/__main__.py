@@ -225,7 +225,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO, help="LoCoMo-format file")
     parser.add_argument("--parts", default=",".join(PARTS), help="service, retrieval, http")
-    parser.add_argument("--only", help="service part: only operations whose name contains this")
+    parser.add_argument(
+        "--only",
+        help="service part: only operations whose name contains one of these (comma-separated)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--budget", type=float, default=3.0, help="seconds per operation")
     parser.add_argument("--max-runs", type=int, default=300)

@@ -235,7 +235,7 @@ def run(
     results = []
     profiles: dict[str, str] = {}
     for operation in operations(store, owner, pools, seed=seed):
-        if only and only not in operation.name:
+        if only and not any(part.strip() in operation.name for part in only.split(",")):
             continue
         gc.collect()
         samples = measure(operation.call, plan)
