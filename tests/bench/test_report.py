@@ -81,8 +81,11 @@ def test_targets_say_met_with_headroom_or_missed() -> None:
 
 def test_growth_marks_what_is_over_four_times_and_what_is_candidate_bound() -> None:
     growth = report.growth_section(_results())
-    assert "| reflect | 20.0 | 100 | 5.0× | **over 4×** |" in growth
-    assert "| recall, 3-word query, common words | 30.0 | 300 | 10.0× | candidate-bound |" in growth
+    assert "| reflect | 20.0 | 100 | 5.0× |  | **over 4×** |" in growth
+    assert (
+        "| recall, 3-word query, common words | 30.0 | 300 | 10.0× | 400 → 400 | candidate-bound |"
+        in growth
+    )
 
 
 def test_the_whole_report_renders() -> None:
