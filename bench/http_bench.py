@@ -171,7 +171,12 @@ class Workload:
         calls["remember, create"] = lambda i: self.remember()
         return calls
 
-    def mix(self, i: int) -> Call:
+    def call_for(self, mix: str, i: int) -> Call:
+        if mix == "recall":
+            return ("taproot_recall", {"query": self.pools.pick("middle", 3, i)})
+        return self.conversation(i)
+
+    def conversation(self, i: int) -> Call:
         """A conversation's share of calls: mostly recall, some writes, one reflect in ten."""
         step = i % 10
         if step == 0:
@@ -214,8 +219,13 @@ async def latency(url: str, token: str, workload: Workload, plan: RunPlan) -> li
     return rows
 
 
+# "conversation": the mix of Workload.conversation; "recall": only 3-word recalls of
+# middle-band words, the cheapest common call, which shows what the transport allows.
+MIXES = ("conversation", "recall")
+
+
 async def throughput(
-    url: str, token: str, workload: Workload, clients: int, seconds: float
+    url: str, token: str, workload: Workload, clients: int, seconds: float, mix: str
 ) -> dict[str, Any]:
     """`clients` sessions calling back to back for `seconds` (after a short warm-up)."""
     samples: list[float] = []
@@ -228,7 +238,7 @@ async def throughput(
         nonlocal counter, errors
         while True:
             counter += 1
-            call = workload.mix(counter)
+            call = workload.call_for(mix, counter)
             started = time.perf_counter()
             try:
                 ok = await _call(client, call)
@@ -254,6 +264,7 @@ async def throughput(
         client_cpu = time.process_time() - cpu_before
     summary = summarise(samples) if samples else None
     return {
+        "mix": mix,
         "clients": clients,
         "seconds": round(elapsed, 2),
         "calls": len(samples),
@@ -286,7 +297,8 @@ def run(
             if workers == 1:
                 for row in asyncio.run(latency(url, token, workload, plan)):
                     result["latency"].append({"backend": backend, **row})
-            for clients in CLIENTS:
-                row = asyncio.run(throughput(url, token, workload, clients, seconds))
-                result["throughput"].append({"backend": backend, "workers": workers, **row})
+            for mix in MIXES:
+                for clients in CLIENTS:
+                    row = asyncio.run(throughput(url, token, workload, clients, seconds, mix))
+                    result["throughput"].append({"backend": backend, "workers": workers, **row})
     return result

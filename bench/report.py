@@ -287,6 +287,7 @@ def http_section(results: dict[str, Any]) -> str:
     rows = [
         (
             BACKEND_LABELS.get(r["backend"], r["backend"]),
+            r.get("mix", "conversation"),
             r["workers"],
             r["clients"],
             f"{r['calls_per_second']:.0f}",
@@ -299,7 +300,16 @@ def http_section(results: dict[str, Any]) -> str:
     if rows:
         parts.append(
             table(
-                ("database", "workers", "clients", "calls/s", "median ms", "p95 ms", "errors"),
+                (
+                    "database",
+                    "mix",
+                    "workers",
+                    "clients",
+                    "calls/s",
+                    "median ms",
+                    "p95 ms",
+                    "errors",
+                ),
                 rows,
             )
         )
