@@ -238,11 +238,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--keep-databases", action="store_true")
     parser.add_argument("--fresh", action="store_true", help="rebuild the cached stores")
     parser.add_argument("--profile", help="profile operations whose name contains this")
-    parser.add_argument(
-        "--sqlite-statistics",
-        action="store_true",
-        help="experiment: run ANALYZE on the SQLite stores before measuring (Taproot does not)",
-    )
     return parser.parse_args(argv)
 
 
@@ -293,8 +288,6 @@ def main(argv: list[str]) -> None:
                         child_args += ["--only", args.only]
                     if args.profile:
                         child_args += ["--profile", args.profile]
-                    if args.sqlite_statistics:
-                        child_args += ["--sqlite-statistics"]
                     out = out_dir / f"service-{backend}-{size}.json"
                     measured = run_child(child_args, out)
                     facts = {k: v for k, v in meta.items() if k not in ("backend", "load_average")}

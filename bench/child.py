@@ -28,7 +28,6 @@ def _service(args: argparse.Namespace) -> dict[str, Any]:
         plan=plan,
         only=args.only,
         profile_names=args.profile,
-        with_sqlite_statistics=args.sqlite_statistics,
         anchor=datetime.fromisoformat(args.anchor),
     )
 
@@ -71,7 +70,6 @@ def main(argv: list[str] | None = None) -> None:
     service.add_argument("--budget", type=float, default=3.0, help="seconds per operation")
     service.add_argument("--only", help="run only operations whose name contains this")
     service.add_argument("--profile", help="also profile operations whose name contains this")
-    service.add_argument("--sqlite-statistics", action="store_true", help="ANALYZE first")
     service.add_argument("--anchor", required=True, help="when the store was prepared (ISO)")
     prepare = sub.add_parser("prepare", help="write a synthetic store into an empty database")
     prepare.add_argument("--size", type=int, required=True)

@@ -143,16 +143,13 @@ def setup_django(url: str, *, migrate: bool = True) -> None:
         call_command("createcachetable", verbosity=0)
 
 
-def analyze(*tables: str) -> None:
-    """Refresh the planner's statistics, as PostgreSQL's autovacuum does after a bulk load.
+def analyze() -> None:
+    """Refresh the planner's statistics as a deployment has them: Taproot analyses SQLite
+    at every start (migrate) and after an import; PostgreSQL's autovacuum does it soon
+    after a bulk load."""
+    from memories.maintenance import refresh_planner_statistics
 
-    SQLite is left alone: Taproot never runs ANALYZE there, so neither does the benchmark.
-    """
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in tables))
+    refresh_planner_statistics()
 
 
 def checkpoint() -> None:

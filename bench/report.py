@@ -104,8 +104,6 @@ def service_section(results: dict[str, Any]) -> str:
             if missing
             else ""
         )
-        if any(r.get("sqlite_statistics") for r in runs):
-            note += "\n\nMeasured after `ANALYZE` (an experiment: Taproot itself never runs it)."
         parts.append(
             f"### {BACKEND_LABELS.get(backend, backend)}\n\n"
             + table(headers, rows)

@@ -18,7 +18,6 @@ from bench import locomo
 from bench.database import analyze
 from bench.loading import ensure_users, load_bulk
 from bench.synthetic import SyntheticMemory
-from memories.models import Memory, MemoryTag, MemoryToken
 from memories.services.recall import parse_filters, rank_memories
 
 DEPTH = 50
@@ -63,8 +62,7 @@ def load(benchmark: locomo.Benchmark) -> tuple[dict[str, Any], dict[uuid.UUID, s
                 )
             )
     load_bulk(rows, users)
-    # As PostgreSQL's autovacuum would soon after a load this size (SQLite: see analyze()).
-    analyze(Memory._meta.db_table, MemoryToken._meta.db_table, MemoryTag._meta.db_table)
+    analyze()
     return {conv: users[owner_of[conv]] for conv in conversations}, keys
 
 

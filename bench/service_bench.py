@@ -200,13 +200,6 @@ def profile(operation: Operation, first_run: int, runs: int = 20) -> str:
     return f"{runs} runs of {operation.name}\n" + out.getvalue()
 
 
-def sqlite_analyze() -> None:
-    """Give SQLite's planner statistics (Taproot itself never runs ANALYZE)."""
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
-
-
 def run(
     *,
     size: int,
@@ -215,18 +208,14 @@ def run(
     anchor: datetime,
     only: str | None = None,
     profile_names: str | None = None,
-    with_sqlite_statistics: bool = False,
 ) -> dict[str, Any]:
     """Measure on a database prepared by `prepare_store` at `anchor`.
 
     `profile_names`: also profile the operations whose name contains it.
-    `with_sqlite_statistics`: run ANALYZE first (an experiment: the app does not).
     """
     now = datetime.now(UTC).replace(microsecond=0)
     move_to_now(anchor, now)
-    analyze(Memory._meta.db_table)
-    if with_sqlite_statistics:
-        sqlite_analyze()
+    analyze()
     store = generate_store(size=size, now=anchor, seed=seed)
     owner = ensure_users([store.owner])[store.owner]
     facts: dict[str, Any] = {"fingerprint": store.fingerprint()}
@@ -262,7 +251,6 @@ def run(
         "store": facts,
         "reflect_payload": reflect_payload_size(owner),
         "migrate_available": migrate_available,
-        "sqlite_statistics": with_sqlite_statistics and connection.vendor == "sqlite",
         "operations": results,
         "profiles": profiles,
     }

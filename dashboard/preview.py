@@ -39,8 +39,14 @@ class Preview:
         return self.reflect.cut
 
     @property
-    def cut_ids(self) -> set[str]:
-        return {entry.id for entry in self.reflect.cut}
+    def included_ids(self) -> set[str]:
+        """Ids of the catalog lines the payload carries; a window-admitted memory that is
+        not among them was cut by the budget (whether or not reflect read its line)."""
+        return {entry.id for entry in self.reflect.included}
+
+    @property
+    def cut_not_shown(self) -> int:
+        return self.reflect.cut_count - len(self.reflect.cut)
 
     @property
     def core_count(self) -> int:

@@ -112,6 +112,25 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
         """Non-core memories that earn a catalog line: high salience or touched lately."""
         return self.filter(self.catalog_window_q(now, window_days))
 
+    def in_catalog_order(self) -> "MemoryQuerySet":
+        """Salience high to low, last touch newest first, then id (the catalog's order)."""
+        return self.alias(
+            salience_rank=Case(
+                *(When(salience=value, then=rank) for value, rank in SALIENCE_RANK.items()),
+                default=len(SALIENCE_RANK),
+            )
+        ).order_by("salience_rank", "-last_touched_at", "id")
+
+    def catalog_window_counts(self, now: datetime, window_days: int) -> dict[str, tuple[int, int]]:
+        """Per stored category: (memories the window admits, memories it leaves out)."""
+        window = self.catalog_window_q(now, window_days)
+        rows = (
+            self.order_by()
+            .values_list("category")
+            .annotate(inside=Count("pk", filter=window), outside=Count("pk", filter=~window))
+        )
+        return {category: (inside, outside) for category, inside, outside in rows}
+
     def outside_catalog_window(self, now: datetime, window_days: int) -> "MemoryQuerySet":
         return self.exclude(self.catalog_window_q(now, window_days))
 

@@ -106,7 +106,10 @@ class ReflectPayload:
     max_tokens: int
     core_tokens: int
     included: list[CatalogEntry]
+    # The cut lines that were read; `cut_count` also counts those never read because
+    # they could not have fitted (see `max_catalog_lines`).
     cut: list[CatalogEntry]
+    cut_count: int = 0
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -118,9 +121,27 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+# The shortest a catalog line can be in the payload: a 36-character id, the brackets and
+# spaces, a date and a one-character gist, in quotes, with a separating comma.
+MIN_LINE_CHARS = 36 + 12 + 10 + 1 + 3
+
+
+def max_catalog_lines(max_tokens: int) -> int:
+    """No payload within `max_tokens` can hold more catalog lines than this."""
+    return max_tokens * 4 // MIN_LINE_CHARS + 1
+
+
 def catalog_order(entry: CatalogEntry) -> tuple[int, int, str]:
     """Salience high to low, then last touch newest first, then id."""
     return (_salience_rank(entry.salience), -micros(entry.last_touch), entry.id)
+
+
+@dataclass(frozen=True)
+class _Rendered:
+    n_cut: int
+    payload: dict[str, Any]
+    text: str
+    tokens: int
 
 
 def build_reflect_payload(
@@ -131,11 +152,14 @@ def build_reflect_payload(
     closings: Iterable[ClosingEntry],
     window_days: int,
     max_tokens: int,
+    unlisted: dict[str, int] | None = None,
 ) -> ReflectPayload:
     """Assemble the payload and cut catalog lines until it fits `max_tokens`.
 
     `catalog` holds the lines the window admits, `omitted` the per-category counts of
-    live non-core memories it left out.
+    live non-core memories it left out. `unlisted` counts lines the window admits that
+    the caller did not read because they come after `max_catalog_lines` in catalog
+    order: they are cut whatever happens.
     """
     core_by_category: dict[str, list[CoreEntry]] = {c: [] for c in CATEGORIES}
     for entry in core:
@@ -148,70 +172,75 @@ def build_reflect_payload(
     core_count = sum(len(v) for v in core_memories.values())
 
     lines = sorted(catalog, key=catalog_order)
+    # Each line is formatted and measured once, however many cuts are tried.
+    homes = [home_category(entry.category) for entry in lines]
+    texts = [entry.line() for entry in lines]
     closing_items = [c.slim() for c in closings]
     base_omitted = dict.fromkeys(CATEGORIES, 0)
     for category, count in omitted.items():
         base_omitted[home_category(category)] += int(count)
+    always_cut = dict.fromkeys(CATEGORIES, 0)
+    for category, count in (unlisted or {}).items():
+        always_cut[home_category(category)] += int(count)
 
-    def assemble(n_cut: int, tokens: int) -> dict[str, Any]:
-        kept = lines[: len(lines) - n_cut] if n_cut else lines
-        cut_lines = lines[len(lines) - n_cut :] if n_cut else []
-        cut_counts = {c: 0 for c in CATEGORIES}
-        for entry in cut_lines:
-            cut_counts[home_category(entry.category)] += 1
+    def render(n_cut: int) -> _Rendered:
+        kept = len(lines) - n_cut
         grouped: dict[str, list[str]] = {c: [] for c in CATEGORIES}
-        for entry in kept:
-            grouped[home_category(entry.category)].append(entry.line())
-        omitted_counts = {c: base_omitted[c] + cut_counts[c] for c in CATEGORIES}
-        return {
+        cut_counts = dict(always_cut)
+        for index, home in enumerate(homes):
+            if index < kept:
+                grouped[home].append(texts[index])
+            else:
+                cut_counts[home] += 1
+        payload = {
             "status": "ok",
             "usage_note": USAGE_NOTE,
             "core_memories": core_memories,
             "core_count": core_count,
             "catalog": grouped,
-            "catalog_count": len(kept),
-            "catalog_omitted": omitted_counts,
+            "catalog_count": kept,
+            "catalog_omitted": {c: base_omitted[c] + cut_counts[c] for c in CATEGORIES},
             "catalog_note": catalog_note(
-                omitted=sum(base_omitted.values()), cut=n_cut, window_days=window_days
+                omitted=sum(base_omitted.values()),
+                cut=sum(cut_counts.values()),
+                window_days=window_days,
             ),
             "recent_closings": closing_items,
-            "budget": {"max_tokens": max_tokens, "tokens": tokens, "cut": cut_counts},
+            "budget": {"max_tokens": max_tokens, "tokens": 0, "cut": cut_counts},
         }
+        # `tokens` counts the whole string, itself included. Serialise once with a 0
+        # there, then find the fixed point arithmetically: only its digits change.
+        draft = dumps(payload)
+        marker = draft.rindex('"tokens":0,"cut":') + len('"tokens":')
+        before, after = draft[:marker], draft[marker + 1 :]
+        tokens = estimate_tokens(before + after) + 1
+        while (fixed := estimate_tokens(before + str(tokens) + after)) != tokens:
+            tokens = fixed
+        payload["budget"]["tokens"] = tokens
+        return _Rendered(n_cut, payload, before + str(tokens) + after, tokens)
 
-    def render(n_cut: int) -> tuple[dict[str, Any], str, int]:
-        # `tokens` counts the whole string, itself included: iterate to the fixed point
-        # (more digits only ever make the string longer, so this settles at once).
-        tokens = 0
-        for _ in range(8):
-            payload = assemble(n_cut, tokens)
-            text = dumps(payload)
-            measured = estimate_tokens(text)
-            if measured == tokens:
-                break
-            tokens = measured
-        return payload, text, tokens
+    result = render(len(lines))
+    if lines and result.tokens <= max_tokens:
+        # Some lines fit: find the fewest cuts that fit. Estimate from the lines'
+        # lengths, then settle exactly on real renders.
+        whole = render(0)
+        result = whole
+        if whole.tokens > max_tokens:
+            excess = len(whole.text) - max_tokens * 4
+            n_cut, removed = 0, 0
+            while n_cut < len(lines) and removed < excess:
+                n_cut += 1
+                removed += len(dumps(texts[-n_cut])) + 1
+            result = render(n_cut)
+            while result.tokens > max_tokens:
+                result = render(result.n_cut + 1)
+            while result.n_cut > 0:
+                fewer = render(result.n_cut - 1)
+                if fewer.tokens > max_tokens:
+                    break
+                result = fewer
 
-    n_cut = 0
-    payload, text, tokens = render(0)
-    if tokens > max_tokens and lines:
-        # Estimate how many lines to drop from their lengths, then settle exactly: the
-        # fewest cut lines for which the payload fits.
-        excess = (tokens - max_tokens) * 4
-        removed = 0
-        while n_cut < len(lines) and removed < excess:
-            removed += len(dumps(lines[len(lines) - 1 - n_cut].line())) + 1
-            n_cut += 1
-        payload, text, tokens = render(n_cut)
-        while tokens > max_tokens and n_cut < len(lines):
-            n_cut += 1
-            payload, text, tokens = render(n_cut)
-        while n_cut > 0:
-            candidate = render(n_cut - 1)
-            if candidate[2] > max_tokens:
-                break
-            n_cut -= 1
-            payload, text, tokens = candidate
-
+    tokens = result.tokens
     core_tokens = estimate_tokens(dumps(core_memories))
     warnings: list[str] = []
     if tokens > max_tokens:
@@ -225,15 +254,17 @@ def build_reflect_payload(
             f"Core memories alone use about {core_tokens:,} tokens, more than half of the "
             f"{max_tokens:,}-token budget."
         )
+    kept = len(lines) - result.n_cut
     return ReflectPayload(
-        payload=payload,
-        text=text,
+        payload=result.payload,
+        text=result.text,
         tokens=tokens,
-        bytes=len(text.encode()),
+        bytes=len(result.text.encode()),
         max_tokens=max_tokens,
         core_tokens=core_tokens,
-        included=lines[: len(lines) - n_cut],
-        cut=lines[len(lines) - n_cut :] if n_cut else [],
+        included=lines[:kept],
+        cut=lines[kept:],
+        cut_count=sum(result.payload["budget"]["cut"].values()),
         warnings=warnings,
     )
 

@@ -18,6 +18,7 @@ from django.db import transaction
 
 from memories.errors import InvalidInput
 from memories.indexing import refresh_hashes
+from memories.maintenance import refresh_planner_statistics
 from memories.models import ChangeSource, Closing, Memory
 from memories.services._bulk import (
     WRITE_BATCH,
@@ -65,7 +66,10 @@ def import_store(*, owner: Any, data: Any, now: datetime | None = None) -> dict[
     now = now_or(now)
     incoming = read_file(data, owner_id=owner.pk, now=now)
     with transaction.atomic():
-        return _load(incoming, owner_id=owner.pk, now=now)
+        summary = _load(incoming, owner_id=owner.pk, now=now)
+        # A whole store arrives at once: let the planner see it before autovacuum would.
+        transaction.on_commit(refresh_planner_statistics)
+    return summary
 
 
 # Reading and checking the file ---------------------------------------------------------

@@ -1,5 +1,6 @@
 """Gather what the reflect payload shows and build it (SPEC §5, §8)."""
 
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -15,8 +16,9 @@ from memories.payload import (
     ReflectPayload,
     build_reflect_payload,
     home_category,
+    max_catalog_lines,
 )
-from memories.services._common import last_touch_of, now_or
+from memories.services._common import now_or
 
 RECENT_CLOSINGS = 3
 
@@ -44,26 +46,22 @@ def reflect(*, owner: Any, now: datetime | None = None) -> ReflectPayload:
         )
     ]
     non_core = live.non_core()
+    # Only lines that could fit the budget are read: the rest are cut whatever happens,
+    # so they are only counted. This keeps the cost flat however large the store grows.
+    max_tokens = reflect_max_tokens()
+    bound = max_catalog_lines(max_tokens)
     catalog = [
-        CatalogEntry(
-            id=str(pk),
-            category=category,
-            salience=salience,
-            gist=gist,
-            last_touch=last_touch_of(updated_at, last_retrieved),
-        )
-        for pk, category, salience, gist, updated_at, last_retrieved in non_core.in_catalog_window(
-            now, window_days
-        ).values_list("id", "category", "salience", "gist", "updated_at", "last_retrieved")
+        CatalogEntry(id=str(pk), category=category, salience=salience, gist=gist, last_touch=touch)
+        for pk, category, salience, gist, touch in non_core.in_catalog_window(now, window_days)
+        .in_catalog_order()
+        .values_list("id", "category", "salience", "gist", "last_touched_at")[:bound]
     ]
-    omitted = {c: 0 for c in CATEGORIES}
-    for category, count in (
-        non_core.outside_catalog_window(now, window_days)
-        .order_by()
-        .values_list("category")
-        .annotate(n=Count("pk"))
-    ):
-        omitted[home_category(category)] += count
+    omitted: dict[str, int] = {}
+    unlisted: dict[str, int] = {}
+    read = Counter(entry.category for entry in catalog)
+    for category, (inside, outside) in non_core.catalog_window_counts(now, window_days).items():
+        omitted[category] = outside
+        unlisted[category] = inside - read[category]
     closings = [
         ClosingEntry(
             id=str(pk), reflection=reflection, created_at=created_at, conversation_title=title
@@ -78,7 +76,8 @@ def reflect(*, owner: Any, now: datetime | None = None) -> ReflectPayload:
         omitted=omitted,
         closings=closings,
         window_days=window_days,
-        max_tokens=reflect_max_tokens(),
+        max_tokens=max_tokens,
+        unlisted=unlisted,
     )
 
 
@@ -99,7 +98,7 @@ def status(*, owner: Any, now: datetime | None = None) -> dict[str, Any]:
     for category, count in memories.live().category_counts().items():
         live_by_category[home_category(category)] += count
     omitted = sum(payload.payload["catalog_omitted"].values())
-    cut = len(payload.cut)
+    cut = payload.cut_count
     return {
         "status": "ok",
         "live_memories": totals["live"],

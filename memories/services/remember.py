@@ -158,9 +158,10 @@ def _find_duplicate(memory: Memory) -> tuple[str, str] | None:
     for field, digest in (("content", memory.content_hash), ("gist", memory.gist_hash)):
         if not digest:
             continue
-        match = live.filter(**{f"{field}_hash": digest}).values_list("pk", flat=True).first()
-        if match is not None:
-            return str(match), field
+        # Unordered, so the partial hash index answers it (ordering would pick another).
+        match = live.filter(**{f"{field}_hash": digest}).order_by().values_list("pk", flat=True)
+        if found := match[:1]:
+            return str(found[0]), field
     return None
 
 

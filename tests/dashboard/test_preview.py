@@ -95,7 +95,25 @@ def test_lines_the_budget_cut_are_listed_and_marked_on_their_cards(
     cut_id = preview.cut[0].id
     card = response.text.split(f'id="memory-{cut_id}"', 1)[1].split("</article>", 1)[0]
     assert "cut by budget" in card
-    assert {str(m.pk) for m in made} >= preview.cut_ids
+    assert {entry.id for entry in preview.cut} <= {str(m.pk) for m in made}
+    assert preview.reflect.cut_count == len(made) - len(preview.included_ids)
+
+
+def test_cut_lines_reflect_never_read_are_counted_and_still_marked(
+    logged_in, make_memory, settings
+):
+    settings.REFLECT_MAX_TOKENS = 500  # room for at most 33 catalog lines
+    for i in range(45):
+        make_memory(gist=f"Line {i}")
+
+    response = logged_in.get("/dashboard/")
+
+    preview = response.context["preview"]
+    assert preview.reflect.cut_count > len(preview.cut)
+    assert f"and {preview.cut_not_shown} more" in response.text
+    for memory in response.context["page"]:
+        card = response.text.split(f'id="memory-{memory.pk}"', 1)[1].split("</article>", 1)[0]
+        assert ("cut by budget" in card) == (str(memory.pk) not in preview.included_ids)
 
 
 def test_preview_groups_exactly_the_lines_of_the_payload(user, make_memory):

@@ -31,3 +31,17 @@ def unchanged() -> Callable[[], Any]:
         assert row_counts() == before
 
     return guard
+
+
+def forget_sqlite_statistics() -> None:
+    """Drop SQLite's planner statistics, stored and loaded (they outlive a rolled-back
+    test transaction in the connection), so queries plan as on a never-analysed store."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'")
+        if cursor.fetchone():
+            cursor.execute("DELETE FROM sqlite_stat1")
+            cursor.execute("ANALYZE sqlite_master")

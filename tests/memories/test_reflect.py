@@ -239,3 +239,40 @@ def test_reflect_does_not_read_the_content_of_catalog_or_omitted_memories(
     # Only the core query may read content, and it asks for core memories alone.
     assert len(content_reads) == 1
     assert '"core"' in content_reads[0]
+
+
+@override_settings(REFLECT_MAX_TOKENS=600)
+def test_lines_beyond_what_could_fit_are_counted_not_read_and_the_payload_is_unchanged(
+    user, make_memory
+):
+    from memories.payload import CatalogEntry, build_reflect_payload, max_catalog_lines
+
+    saliences = ["high", "medium", "low"]
+    made = [
+        make_memory(
+            category=CATEGORIES[i % 5],
+            salience=saliences[i % 3],
+            gist=f"Line {i}",
+            updated_at=NOW - timedelta(hours=i),
+        )
+        for i in range(3 * max_catalog_lines(600))
+    ]
+    made.append(make_memory(gist="Old and quiet", updated_at=NOW - timedelta(days=400)))
+
+    result = reflect(owner=user, now=NOW)
+
+    # The same payload as building it from every admitted line, none left unread.
+    every_line = [
+        CatalogEntry(str(m.pk), m.category, m.salience, m.gist, m.updated_at) for m in made[:-1]
+    ]
+    whole = build_reflect_payload(
+        core=[],
+        catalog=every_line,
+        omitted={"episodic": 1},
+        closings=[],
+        window_days=45,
+        max_tokens=600,
+    )
+    assert result.text == whole.text
+    assert result.cut_count == whole.cut_count == len(made) - 1 - result.payload["catalog_count"]
+    assert len(result.cut) < result.cut_count
