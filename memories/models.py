@@ -297,10 +297,12 @@ class Memory(models.Model):
                 condition=Q(archived_at__isnull=True),
                 name="memory_live_category",
             ),
+            # Serves reflect whole: core memories, the catalog window's counts per
+            # category, and the catalog order, all from the index alone.
             models.Index(
-                fields=["owner", "core", "salience"],
+                fields=["owner", "core", "category", "salience", "last_touched_at", "id"],
                 condition=Q(archived_at__isnull=True),
-                name="memory_live_core_salience",
+                name="memory_live_tiers",
             ),
             models.Index(
                 fields=["owner", "last_touched_at"],

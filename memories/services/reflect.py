@@ -4,8 +4,6 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Q
-
 from memories.conf import catalog_window_days, reflect_max_tokens
 from memories.models import Closing, Memory
 from memories.payload import (
@@ -52,9 +50,12 @@ def reflect(*, owner: Any, now: datetime | None = None) -> ReflectPayload:
     bound = max_catalog_lines(max_tokens)
     catalog = [
         CatalogEntry(id=str(pk), category=category, salience=salience, gist=gist, last_touch=touch)
-        for pk, category, salience, gist, touch in non_core.in_catalog_window(now, window_days)
-        .in_catalog_order()
-        .values_list("id", "category", "salience", "gist", "last_touched_at")[:bound]
+        for pk, category, salience, gist, touch in Memory.objects.filter(
+            # Choose the lines in the index alone, then read the chosen ones.
+            pk__in=non_core.in_catalog_window(now, window_days)
+            .in_catalog_order()
+            .values("id")[:bound]
+        ).values_list("id", "category", "salience", "gist", "last_touched_at")
     ]
     omitted: dict[str, int] = {}
     unlisted: dict[str, int] = {}
@@ -90,10 +91,7 @@ def status(*, owner: Any, now: datetime | None = None) -> dict[str, Any]:
     now = now_or(now)
     payload = reflect(owner=owner, now=now)
     memories = Memory.objects.for_owner(owner)
-    totals = memories.aggregate(
-        archived=Count("pk", filter=Q(archived_at__isnull=False)),
-        live=Count("pk", filter=Q(archived_at__isnull=True)),
-    )
+    totals = memories.state_counts()
     live_by_category = {c: 0 for c in CATEGORIES}
     for category, count in memories.live().category_counts().items():
         live_by_category[home_category(category)] += count
