@@ -32,6 +32,7 @@ from bench.database import (
     recreate,
     sqlite_database,
 )
+from bench.shared import locomo_dev_split, reference_scorer
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -44,9 +45,8 @@ STORE_SOURCES = (
     "memories/ranking.py",
     "memories/models.py",
 )
-SHARED = ROOT.parent / "shared"
-DEFAULT_LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"
-REFERENCE_SCORER = SHARED / "bench" / "locomo_eval_reference.py"
+DEFAULT_LOCOMO = locomo_dev_split()
+REFERENCE_SCORER = reference_scorer()
 PROFILES = {"quick": (1_000, 10_000), "full": (1_000, 10_000, 100_000)}
 HTTP_SIZE = 10_000
 PARTS = ("service", "retrieval", "http")

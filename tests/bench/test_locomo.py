@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from bench import locomo
+from bench.shared import locomo_dev_split, reference_scorer
 from tests.conftest import require_tool
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-REFERENCE = SHARED / "bench" / "locomo_eval_reference.py"
-DEV_SPLIT = SHARED / "data" / "locomo" / "locomo-dev.json"
+REFERENCE = reference_scorer()
+DEV_SPLIT = locomo_dev_split()
 # The reference README's dev-split figures: (R@5, R@10, MRR@10).
 PUBLISHED = {
     ("word overlap", "observation"): (0.477, 0.521, 0.435),
