@@ -142,44 +142,52 @@ def recall(
     filters = parse_filters(
         query=query, category=category, ids=ids, tags=tags, since=since, limit=limit
     )
-    with transaction.atomic():
-        ranked = rank_memories(owner, filters, now=now)[: filters.limit]
-        chosen_ids = [item.candidate.id for item in ranked]
-        memories = Memory.objects.filter(owner=owner, pk__in=chosen_ids).order_by().in_bulk()
-        results: list[dict[str, Any]] = []
-        truncated = False
-        size = len(dumps(_reply([], filters.warnings, truncated=True)))
-        for item in ranked:
-            memory = memories.get(item.candidate.id)
-            if memory is None:  # deleted by a concurrent request since it was ranked
-                continue
-            # Show the record as it will be after strengthening.
-            memory.retrieval_count += 1
-            memory.last_retrieved = now
-            record = memory.as_record()
-            record["activation_score"] = round(item.score, 3)
-            added = len(dumps(record)) + 1
-            if size + added > MAX_REPLY_CHARS:
-                truncated = True
-                break
-            size += added
-            results.append(record)
-        returned = [uuid.UUID(r["id"]) for r in results]
-        if returned:
-            Memory.objects.filter(owner=owner, pk__in=returned).update(
-                retrieval_count=F("retrieval_count") + 1,
-                last_retrieved=now,
-                last_touched_at=Greatest(F("updated_at"), now),
-            )
-            # Report the counts as stored (another recall may have landed at the same time).
-            counts = dict(
-                Memory.objects.filter(pk__in=returned)
-                .order_by()
-                .values_list("pk", "retrieval_count")
-            )
-            for record in results:
-                record["retrieval_count"] = counts[uuid.UUID(record["id"])]
+    # Ranking only reads, so it runs outside the write transaction: on SQLite that
+    # transaction holds the database's one write lock, which other requests wait for.
+    ranked = rank_memories(owner, filters, now=now)[: filters.limit]
+    chosen_ids = [item.candidate.id for item in ranked]
+    memories = Memory.objects.filter(owner=owner, pk__in=chosen_ids).order_by().in_bulk()
+    results: list[dict[str, Any]] = []
+    truncated = False
+    size = len(dumps(_reply([], filters.warnings, truncated=True)))
+    for item in ranked:
+        memory = memories.get(item.candidate.id)
+        if memory is None:  # deleted by a concurrent request since it was ranked
+            continue
+        # Show the record as it will be after strengthening.
+        memory.retrieval_count += 1
+        memory.last_retrieved = now
+        record = memory.as_record()
+        record["activation_score"] = round(item.score, 3)
+        added = len(dumps(record)) + 1
+        if size + added > MAX_REPLY_CHARS:
+            truncated = True
+            break
+        size += added
+        results.append(record)
+    if results:
+        counts = _strengthen(owner, [uuid.UUID(r["id"]) for r in results], now=now)
+        # A memory deleted since it was read is not returned.
+        results = [r for r in results if uuid.UUID(r["id"]) in counts]
+        for record in results:
+            record["retrieval_count"] = counts[uuid.UUID(record["id"])]
     return _reply(results, filters.warnings, truncated=truncated)
+
+
+def _strengthen(owner: Any, ids: list[uuid.UUID], *, now: datetime) -> dict[uuid.UUID, int]:
+    """Count one more retrieval of each memory, atomically; their counts as stored."""
+    with transaction.atomic():
+        Memory.objects.filter(owner=owner, pk__in=ids).update(
+            retrieval_count=F("retrieval_count") + 1,
+            last_retrieved=now,
+            last_touched_at=Greatest(F("updated_at"), now),
+        )
+        # The counts as stored: another recall may have landed at the same time.
+        return dict(
+            Memory.objects.filter(owner=owner, pk__in=ids)
+            .order_by()
+            .values_list("pk", "retrieval_count")
+        )
 
 
 def _reply(

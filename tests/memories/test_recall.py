@@ -347,6 +347,22 @@ def test_a_memory_deleted_after_ranking_is_skipped(user, make_memory, monkeypatc
     assert Memory.objects.get(pk=kept.pk).retrieval_count == 1
 
 
+def test_a_memory_deleted_before_strengthening_is_not_returned(user, make_memory, monkeypatch):
+    gone = make_memory(gist="Garden gone", salience="high")
+    kept = make_memory(gist="Garden kept")
+    real_strengthen = recall_module._strengthen
+
+    def delete_then_strengthen(*args, **kwargs):
+        Memory.objects.filter(pk=gone.pk).delete()  # as a concurrent request might
+        return real_strengthen(*args, **kwargs)
+
+    monkeypatch.setattr(recall_module, "_strengthen", delete_then_strengthen)
+    reply = recall(owner=user, query="garden", now=LATER)
+    assert reply["count"] == 1
+    assert ids_of(reply) == [str(kept.pk)]
+    assert reply["results"][0]["retrieval_count"] == 1
+
+
 def test_query_and_tag_lookups_can_use_the_owner_key_indexes(user, other_user, make_memory):
     make_memory(gist="Garden", tags=["home"])
     make_memory(owner=other_user, gist="Garden", tags=["home"])
