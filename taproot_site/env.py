@@ -57,8 +57,22 @@ SQLITE_OPTIONS = {
 }
 
 
-def database_from_url(url: str, *, base_dir: Path) -> dict:
-    """Django DATABASES entry for `sqlite:///relative`, `sqlite:////absolute` or postgres URLs."""
+# Connections each process keeps open to PostgreSQL (TAPROOT_DB_POOL_SIZE; 0: none).
+DEFAULT_POOL_SIZE = 10
+
+
+def postgres_pool(size: int) -> dict:
+    # A connection idle for five minutes is closed; a request waits at most 30 seconds
+    # for one (all busy) before failing.
+    return {"min_size": 1, "max_size": size, "max_idle": 300, "timeout": 30}
+
+
+def database_from_url(url: str, *, base_dir: Path, pool_size: int = 0) -> dict:
+    """Django DATABASES entry for `sqlite:///relative`, `sqlite:////absolute` or postgres URLs.
+
+    For PostgreSQL, `pool_size` > 0 keeps up to that many connections open per process
+    (psycopg's pool), so a request borrows one instead of opening its own.
+    """
     if not url:
         return {
             "ENGINE": "django.db.backends.sqlite3",
@@ -93,7 +107,9 @@ def database_from_url(url: str, *, base_dir: Path) -> dict:
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
+            # Django's pool needs CONN_MAX_AGE 0: each request returns its connection.
             "CONN_MAX_AGE": 0,
+            "OPTIONS": {"pool": postgres_pool(pool_size)} if pool_size else {},
         }
     raise ImproperlyConfigured(
         f"DATABASE_URL scheme {parts.scheme!r} is not supported: use sqlite:///… or postgres://…"

@@ -5,7 +5,14 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from taproot_site.env import database_from_url, env_bool, env_int, env_list, env_str
+from taproot_site.env import (
+    DEFAULT_POOL_SIZE,
+    database_from_url,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -91,7 +98,13 @@ TEMPLATES = [
 
 ASGI_APPLICATION = "taproot_site.asgi.application"
 
-DATABASES = {"default": database_from_url(env_str("DATABASE_URL"), base_dir=BASE_DIR)}
+DATABASES = {
+    "default": database_from_url(
+        env_str("DATABASE_URL"),
+        base_dir=BASE_DIR,
+        pool_size=env_int("TAPROOT_DB_POOL_SIZE", DEFAULT_POOL_SIZE),
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The database cache is shared by every worker (registration throttling needs that).

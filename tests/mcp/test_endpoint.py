@@ -2,6 +2,7 @@
 
 import json
 import time
+from collections.abc import Callable
 
 import anyio
 import httpx2
@@ -11,7 +12,9 @@ from django.db import connection
 from mcp_bridge.server import transport_security
 from taproot_site.asgi import build_application
 from tests.conftest import is_postgres
+from tests.live_server import run_server
 from tests.mcp.test_auth import INITIALIZE
+from tests.mcp.tokens import make_access_token
 
 on_server = pytest.mark.django_db(transaction=True)
 ACCEPT = {"Accept": "application/json, text/event-stream"}
@@ -114,28 +117,53 @@ def test_a_refused_token_is_logged_as_401_without_a_user(server, mcp_url):
     assert "definitely-not-valid" not in server.log()
 
 
-def other_connections() -> int:
+def connection_states(application_name: str | None = None) -> list[str]:
+    """States of the other connections to the test database (the servers' connections)."""
+    sql = (
+        "SELECT state FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    params: list[str] = []
+    if application_name:
+        sql += " AND application_name = %s"
+        params.append(application_name)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
+        cursor.execute(sql, params)
+        return [state for (state,) in cursor.fetchall()]
+
+
+def settle(states: Callable[[], list[str]], done: Callable[[list[str]], bool]) -> list[str]:
+    """The states once `done` holds, or after 5 seconds (a request may still be ending)."""
+    deadline = time.monotonic() + 5
+    while not done(found := states()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
 
 
 @on_server
 @pytest.mark.server
-def test_each_request_closes_its_database_connection(server, connect, token_for, user):
+@pytest.mark.parametrize("pool_size", [0, 2])
+def test_each_request_gives_its_connection_back(tmp_path, user, pool_size):
+    """Without a pool a request closes its connection; with one it returns it, idle."""
     if not is_postgres():
         pytest.skip("counts server connections in pg_stat_activity: PostgreSQL only")
-    mcp = connect(token_for(user), mode="auto")
-    for _ in range(10):
-        mcp.reply("taproot_status")
-        mcp.reply("taproot_recall", {"query": "anything"})
-    deadline = time.monotonic() + 5
-    while other_connections() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert other_connections() == 0
+    name = f"taproot-test-pool-{pool_size}"  # tells this server's connections apart
+    env = {"TAPROOT_DB_POOL_SIZE": str(pool_size), "PGAPPNAME": name}
+    with run_server(tmp_dir=tmp_path, env=env) as server:
+        token = make_access_token(user, resource=f"{server.url}/mcp")
+        # More requests than the pool holds: one that kept its connection would starve
+        # the rest until the pool's timeout.
+        for _ in range(10):
+            assert post(f"{server.url}/mcp", token).status_code == 200
+        states = settle(
+            lambda: connection_states(name),
+            lambda found: len(found) <= pool_size and set(found) <= {"idle"},
+        )
+        if pool_size:
+            assert 1 <= len(states) <= pool_size
+            assert set(states) == {"idle"}  # none left inside a transaction
+        else:
+            assert states == []
 
 
 @on_server
