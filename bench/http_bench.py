@@ -2,8 +2,9 @@
 
 Runs on a database the service benchmark already filled (call after
 `bench.database.setup_django`). A token comes from `manage.py issue_token`; the server
-is `uvicorn taproot_site.asgi:application` with 1 or 2 workers, production settings
-(DEBUG off). The client speaks the 2025 handshake era, as Claude.ai does today.
+is uvicorn started as `scripts/serve` starts it (`python -m taproot_site.server`) with 1
+or 2 workers, production settings (DEBUG off). The client speaks the 2025 handshake era,
+as Claude.ai does today.
 """
 
 import asyncio
@@ -66,7 +67,7 @@ def issue_token(username: str) -> str:
 
 @contextmanager
 def uvicorn_server(database_url: str, port: int, workers: int) -> Iterator[str]:
-    """`uvicorn taproot_site.asgi:application` on this database; yields its base URL."""
+    """uvicorn serving Taproot on this database, as `scripts/serve` does; yields its base URL."""
     url = public_url(port)
     env = {
         **os.environ,
@@ -76,7 +77,7 @@ def uvicorn_server(database_url: str, port: int, workers: int) -> Iterator[str]:
         "PYTHONUNBUFFERED": "1",
     }
     with tempfile.NamedTemporaryFile("w+b", prefix="taproot-bench-uvicorn-", suffix=".log") as log:
-        command = [sys.executable, "-m", "uvicorn", "taproot_site.asgi:application"]
+        command = [sys.executable, "-m", "taproot_site.server", "taproot_site.asgi:application"]
         command += ["--host", "127.0.0.1", "--port", str(port), "--lifespan", "on"]
         command += ["--workers", str(workers), "--log-level", "warning", "--no-access-log"]
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -77,7 +77,7 @@ def run_server(
             [
                 sys.executable,
                 "-m",
-                "uvicorn",
+                "taproot_site.server",
                 app,
                 "--host",
                 "127.0.0.1",

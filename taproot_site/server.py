@@ -1,0 +1,33 @@
+"""`python -m taproot_site.server`: uvicorn's own command line, with one fix.
+
+With `--workers` above 1, uvicorn binds the listening socket itself and leaves its
+protocol number at 0. Accepted connections inherit it, and asyncio sets TCP_NODELAY only
+on sockets that say they are TCP, so every response on a kept-alive connection waits for
+the client's delayed ACK: about 40 ms a call on Linux (uvicorn issue #3149, measured in
+docs/benchmarks.md). Here the socket says what it is. Everything else is uvicorn's.
+"""
+
+import socket
+
+import uvicorn.config
+import uvicorn.main
+
+_uvicorn_bind_socket = uvicorn.config.Config.bind_socket
+
+
+def bind_tcp_socket(config: uvicorn.config.Config) -> socket.socket:
+    """uvicorn's listening socket, marked as TCP so accepted connections get TCP_NODELAY."""
+    sock = _uvicorn_bind_socket(config)
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto == 0:
+        # The same descriptor, with the protocol stated instead of detected.
+        return socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
+    return sock
+
+
+def main() -> None:
+    uvicorn.config.Config.bind_socket = bind_tcp_socket  # type: ignore[method-assign]
+    uvicorn.main.main()
+
+
+if __name__ == "__main__":
+    main()
