@@ -165,7 +165,7 @@ def _timestamp(value: dict[str, Any], name: str, label: str) -> datetime | None:
     if isinstance(raw, str):
         try:
             return parse_timestamp(raw)
-        except ValueError:
+        except (ValueError, OverflowError):  # Overflow: a zone pushes it past year 1 or 9999
             pass
     raise BadFile(f"{label} has a {name} that is not an ISO-8601 date-time ({raw!r})")
 
@@ -313,15 +313,58 @@ def _remap_links(links: list[str], new_ids: dict[uuid.UUID, uuid.UUID]) -> list[
     return remapped
 
 
+def _earlier_copies(
+    model: type[Memory] | type[Closing],
+    records: list[Any],
+    owner_id: int,
+    text: str,
+) -> dict[uuid.UUID, uuid.UUID]:
+    """Records whose id another user holds, that an earlier import already copied to
+    this owner under a new id (same text, same created_at): file id -> the copy's id."""
+    wanted = {(getattr(r, text), r.created_at): r.pk for r in records}
+    copies: dict[uuid.UUID, uuid.UUID] = {}
+    moments = sorted({r.created_at for r in records})
+    for start in range(0, len(moments), WRITE_BATCH):
+        rows = model.objects.filter(
+            owner_id=owner_id, created_at__in=moments[start : start + WRITE_BATCH]
+        ).values_list("pk", text, "created_at")
+        for pk, value, created_at in rows:
+            if (value, created_at) in wanted:
+                copies[wanted[(value, created_at)]] = pk
+    return copies
+
+
 def _load(incoming: Incoming, *, owner_id: int, now: datetime) -> dict[str, Any]:
     memory_owners = _owners_of(Memory, [m.pk for _, m in incoming.memories])
     closing_owners = _owners_of(Closing, [c.pk for _, c in incoming.closings])
-    new_memories = [m for _, m in incoming.memories if memory_owners.get(m.pk) != owner_id]
-    new_closings = [c for _, c in incoming.closings if closing_owners.get(c.pk) != owner_id]
+    # An id another user holds gets a new id, unless an earlier import already did that.
+    memory_copies = _earlier_copies(
+        Memory,
+        [m for _, m in incoming.memories if memory_owners.get(m.pk, owner_id) != owner_id],
+        owner_id,
+        "content",
+    )
+    closing_copies = _earlier_copies(
+        Closing,
+        [c for _, c in incoming.closings if closing_owners.get(c.pk, owner_id) != owner_id],
+        owner_id,
+        "reflection",
+    )
+    new_memories = [
+        m
+        for _, m in incoming.memories
+        if memory_owners.get(m.pk) != owner_id and m.pk not in memory_copies
+    ]
+    new_closings = [
+        c
+        for _, c in incoming.closings
+        if closing_owners.get(c.pk) != owner_id and c.pk not in closing_copies
+    ]
     skipped = len(incoming.memories) - len(new_memories)
     closings_skipped = len(incoming.closings) - len(new_closings)
     new_ids = {m.pk: uuid.uuid4() for m in new_memories if m.pk in memory_owners}
     reminted = len(new_ids)
+    new_ids.update(memory_copies)  # links to a record copied earlier point at the copy
 
     snapshot_id = None
     normalised_existing = 0

@@ -125,13 +125,17 @@ def normalise_list(value: Any) -> list[str]:
     return [item for item in items if isinstance(item, str)]
 
 
+# The largest count every supported database stores (a 32-bit integer column).
+MAX_COUNT = 2**31 - 1
+
+
 def _count(value: Any) -> int:
-    """A non-negative whole number; anything else gets the default, 0."""
+    """A whole number from 0 to MAX_COUNT; anything else gets the default, 0."""
     if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+        value = int(value.strip())
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
         return value
     return 0
 

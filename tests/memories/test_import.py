@@ -312,3 +312,70 @@ def test_provenance_kept_as_an_object_becomes_json_text(user):
     import_store(owner=user, data=json.dumps([record]), now=NOW)
 
     assert json.loads(Memory.objects.get(pk=A).provenance) == {"by": "claude"}
+
+
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_a_timestamp_outside_the_calendar_in_utc_is_refused_naming_the_record(
+    user, make_memory, moment
+):
+    make_memory()
+    state = table_state()
+
+    with pytest.raises(InvalidInput) as refused:
+        import_store(owner=user, data=_envelope_with({**GOOD, "updated_at": moment}), now=NOW)
+
+    assert "entry 4" in refused.value.message
+    assert "updated_at" in refused.value.message
+    assert table_state() == state
+
+
+@pytest.mark.parametrize("count", [2**31, 10**30, -1, "12x", 2.5])
+def test_a_count_that_cannot_be_stored_gets_its_default(user, count):
+    record = {
+        "id": str(A),
+        "category": "event",
+        "content": "Counted.",
+        "replication_count": count,
+        "compression_level": count,
+        "retrieval_count": count,
+    }
+
+    import_store(owner=user, data=json.dumps([record]), now=NOW)
+
+    memory = Memory.objects.get(pk=A)
+    assert (memory.replication_count, memory.compression_level, memory.retrieval_count) == (0, 0, 0)
+
+
+def test_the_largest_storable_count_is_kept(user):
+    record = {"id": str(A), "category": "event", "content": "x", "retrieval_count": 2**31 - 1}
+
+    import_store(owner=user, data=json.dumps([record]), now=NOW)
+
+    assert Memory.objects.get(pk=A).retrieval_count == 2**31 - 1
+
+
+def test_importing_twice_into_a_user_whose_ids_were_reminted_changes_nothing(user, other_user):
+    import_store(owner=user, data=fixture_text(), now=NOW)
+    import_store(owner=other_user, data=fixture_text(), now=NOW)
+    state = table_state()
+
+    reply = import_store(owner=other_user, data=fixture_text(), now=NOW)
+
+    assert (reply["imported"], reply["skipped"], reply["reminted"]) == (0, 7, 0)
+    assert (reply["closings_imported"], reply["closings_skipped"]) == (0, 1)
+    assert reply["snapshot_id"] is None
+    assert table_state() == state
+
+
+def test_a_new_record_links_to_the_earlier_copy_of_a_reminted_one(user, other_user):
+    import_store(owner=user, data=fixture_text(), now=NOW)
+    import_store(owner=other_user, data=fixture_text(), now=NOW)
+    copy_of_a = Memory.objects.get(owner=other_user, content=Memory.objects.get(pk=A).content)
+    Memory.objects.filter(owner=other_user).exclude(pk=copy_of_a.pk).delete()
+
+    reply = import_store(owner=other_user, data=fixture_text(), now=NOW)
+
+    assert (reply["imported"], reply["skipped"], reply["reminted"]) == (6, 1, 6)
+    copy_of_b = Memory.objects.get(owner=other_user, content=Memory.objects.get(pk=B).content)
+    assert copy_of_b.linked_memories == [str(copy_of_a.pk)]
+    assert Memory.objects.filter(owner=other_user).count() == 7
