@@ -1,3 +1,4 @@
+import re
 from datetime import timedelta
 
 import pytest
@@ -46,8 +47,20 @@ def test_the_list_shows_every_users_memories_with_their_columns(admin_client, ma
     page = response.content.decode()
     for text in ("Alice likes tea", "relationship", "high", "alice", "bob", "Bob&#x27;s memory"):
         assert text in page
-    for column in ("gist", "category", "salience", "core", "archived", "last touch"):
-        assert column in page.lower()
+    headers = [
+        h.lower() for h in re.findall(r'<th scope="col"[^>]*>.*?<a [^>]*>([^<]+)</a>', page, re.S)
+    ]
+    for column in (
+        "gist",
+        "category",
+        "salience",
+        "core",
+        "archived",
+        "last touched at",
+        "retrieval count",
+        "owner",
+    ):
+        assert column in headers
 
 
 def test_the_list_query_count_does_not_grow_with_the_page(admin_client, make_memory):
@@ -138,14 +151,20 @@ def test_bulk_archive_goes_through_the_service(admin_client, make_memory, theirs
         revision = Revision.objects.get(memory=memory)
         assert (revision.source, revision.owner_id) == ("admin", memory.owner_id)
     assert MemoryTag.objects.filter(memory=mine, key="kept").exists()
+    assert services.recall(owner=mine.owner, tags=["kept"], now=NOW)["count"] == 0
 
 
-def test_bulk_unarchive(admin_client, make_memory, other_user):
-    archived = [make_memory(archived_at=NOW), make_memory(owner=other_user, archived_at=NOW)]
+def test_bulk_unarchive(admin_client, make_memory, user, other_user):
+    archived = [
+        make_memory(archived_at=NOW, tags=["back"]),
+        make_memory(owner=other_user, archived_at=NOW),
+    ]
 
     run_action(admin_client, "unarchive_memories", archived)
 
     assert not Memory.objects.archived().exists()
+    found = services.recall(owner=user, tags=["back"], now=NOW)
+    assert [r["id"] for r in found["results"]] == [str(archived[0].pk)]
     assert set(Revision.objects.values_list("source", "action")) == {("admin", "unarchive")}
 
 

@@ -106,6 +106,7 @@ def test_every_list_field_of_a_stored_memory_is_normalised(make_memory, user):
         search_keywords='["alpha", "beta"]',
         linked_memories=f'["{link.pk}"]',
     )
+    mixed = make_memory(tags=["kept", 3, None, {"x": 1}], search_keywords='["a", 2, "b"]')
 
     migrate(owner=user, now=LATER)
 
@@ -113,6 +114,8 @@ def test_every_list_field_of_a_stored_memory_is_normalised(make_memory, user):
     assert fresh.tags == ["solo"]
     assert fresh.search_keywords == ["alpha", "beta"]
     assert fresh.linked_memories == [str(link.pk)]
+    fresh_mixed = Memory.objects.get(pk=mixed.pk)
+    assert (fresh_mixed.tags, fresh_mixed.search_keywords) == (["kept"], ["a", "b"])
 
 
 @pytest.mark.parametrize(
