@@ -48,6 +48,10 @@ def metadata_problem(data: dict[str, Any]) -> JsonResponse | None:
     problem = redirect_uris_problem(data.get("redirect_uris", []))
     if problem:
         return _error("invalid_redirect_uri", problem)
+    # django-oauth-toolkit stores whatever it is given: null would fail the NOT NULL
+    # column (a 500), and a number or a list would become a name nobody chose.
+    if not isinstance(data.get("client_name", ""), str):
+        return _error("invalid_client_metadata", "client_name must be a string.")
     grant_types = data.get("grant_types", ["authorization_code"])
     if not isinstance(grant_types, list) or not all(
         isinstance(grant, str) and grant in SUPPORTED_GRANT_TYPES for grant in grant_types
@@ -129,8 +133,23 @@ class RegistrationView(DynamicClientRegistrationView):
         return JsonResponse(body, status=201)
 
 
+def _with_public_registration_uri(response: HttpResponse) -> HttpResponse:
+    """django-oauth-toolkit builds `registration_client_uri` from the request's host; use
+    TAPROOT_PUBLIC_URL instead, as everywhere else."""
+    if response.status_code != 200:
+        return response
+    body = json.loads(response.content)
+    body["registration_client_uri"] = _public_url(
+        reverse("oauth2_provider:dcr-register-management", args=[body["client_id"]])
+    )
+    return JsonResponse(body)
+
+
 class RegistrationManagementView(DynamicClientRegistrationManagementView):
     """RFC 7592 read/update/delete; an update must pass the same checks as registration."""
+
+    def get(self, request: HttpRequest, client_id: str, *args: Any, **kwargs: Any) -> HttpResponse:
+        return _with_public_registration_uri(super().get(request, client_id, *args, **kwargs))
 
     def put(self, request: HttpRequest, client_id: str, *args: Any, **kwargs: Any) -> HttpResponse:
         auth = self._authenticate_registration_request(request, client_id)
@@ -142,7 +161,7 @@ class RegistrationManagementView(DynamicClientRegistrationManagementView):
         refusal = metadata_problem(data)
         if refusal:
             return refusal
-        return super().put(request, client_id, *args, **kwargs)
+        return _with_public_registration_uri(super().put(request, client_id, *args, **kwargs))
 
 
 class RedirectAllowlistPermission:

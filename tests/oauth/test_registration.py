@@ -2,6 +2,7 @@ import time
 
 import pytest
 from django.contrib.auth.hashers import check_password
+from django.db import connection
 from django.test import override_settings
 from oauth2_provider.models import Application
 
@@ -161,6 +162,9 @@ def test_operators_can_add_exact_redirect_uris(client):
         ({"redirect_uris": []}, "invalid_client_metadata"),
         ({"redirect_uris": CLAUDE_CALLBACK}, "invalid_redirect_uri"),
         ({"client_name": "x" * 300}, "invalid_client_metadata"),
+        ({"client_name": None}, "invalid_client_metadata"),
+        ({"client_name": 5}, "invalid_client_metadata"),
+        ({"client_name": ["Claude"]}, "invalid_client_metadata"),
     ],
 )
 def test_metadata_the_server_cannot_honour_is_refused(client, change, error):
@@ -189,6 +193,15 @@ def test_registration_is_throttled_per_address_with_a_clear_429(client):
     assert Application.objects.count() == 3
     # Another address still has its own budget.
     assert register(client, CLAUDE_REGISTRATION, REMOTE_ADDR="203.0.113.9").status_code == 201
+
+
+def test_registration_counts_live_in_the_database_cache_every_worker_shares(client):
+    # A per-process cache would give each worker its own budget.
+    assert register(client, CLAUDE_REGISTRATION).status_code == 201
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT cache_key FROM taproot_cache")
+        keys = [key for (key,) in cursor.fetchall()]
+    assert any("taproot:throttle:register:127.0.0.1:" in key for key in keys), keys
 
 
 @override_settings(TAPROOT_REGISTRATION_LIMIT=1)
@@ -222,10 +235,31 @@ def test_registration_management_update_must_keep_to_the_allowlist(client):
     assert response.json()["error"] == "invalid_redirect_uri"
     application = Application.objects.get(client_id=body["client_id"])
     assert application.redirect_uris == CLAUDE_CALLBACK
+    unnamed = {**CLAUDE_REGISTRATION, "client_name": None}
+    response = client.put(url, data=unnamed, content_type="application/json", **auth)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_client_metadata"
     renamed = {**CLAUDE_REGISTRATION, "client_name": "Claude (work)"}
     response = client.put(url, data=renamed, content_type="application/json", **auth)
     assert response.status_code == 200
     assert response.json()["client_name"] == "Claude (work)"
+
+
+@override_settings(ALLOWED_HOSTS=["internal", "testserver"])
+def test_registration_management_replies_use_the_public_url(client):
+    body = register(client, CLAUDE_REGISTRATION).json()
+    public_uri = body["registration_client_uri"]
+    headers = {
+        "HTTP_AUTHORIZATION": f"Bearer {body['registration_access_token']}",
+        "HTTP_HOST": "internal:8000",
+    }
+    url = f"/o/register/{body['client_id']}/"
+    read = client.get(url, **headers)
+    assert read.status_code == 200
+    assert read.json()["registration_client_uri"] == public_uri
+    updated = client.put(url, data=CLAUDE_REGISTRATION, content_type="application/json", **headers)
+    assert updated.status_code == 200
+    assert updated.json()["registration_client_uri"] == public_uri
 
 
 def test_registration_management_needs_its_token(client):
