@@ -6,6 +6,7 @@ host the browser will be sent back to and the resource. Every redirect back to t
 client, errors included, carries the RFC 9207 `iss` parameter.
 """
 
+import re
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -17,6 +18,9 @@ from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidRequestError
 
 from taproot_site.oauth.resource import ForeignResource, bind_to_mcp
+
+# BASE64URL(SHA256(verifier)) without padding is always 43 characters (RFC 7636 §4.2).
+S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 def with_issuer(uri: str, issuer: str) -> str:
@@ -37,6 +41,17 @@ class AuthorizationView(oauth2_views.AuthorizationView):
             raise OAuthToolkitError(
                 error=InvalidRequestError(
                     description='PKCE is required with code_challenge_method "S256".',
+                    state=state,
+                ),
+                redirect_uri=redirect_uri,
+            )
+        # Any other challenge could never match a verifier: refuse it now rather than
+        # hand out a code the token endpoint will turn down.
+        if not S256_CHALLENGE.fullmatch(credentials.get("code_challenge") or ""):
+            raise OAuthToolkitError(
+                error=InvalidRequestError(
+                    description="code_challenge must be the 43-character base64url "
+                    "SHA-256 of the code verifier (RFC 7636).",
                     state=state,
                 ),
                 redirect_uri=redirect_uri,

@@ -151,6 +151,15 @@ def test_plain_pkce_is_refused(claude_flow, method):
     assert "S256" in params["error_description"]
 
 
+@pytest.mark.parametrize(
+    "challenge", ["short", "a" * 42, "a" * 44, "a" * 128, "a" * 42 + "=", "a" * 42 + "+"]
+)
+def test_a_challenge_that_is_not_an_s256_digest_is_refused(claude_flow, challenge):
+    response = claude_flow.consent_page(code_challenge=challenge)
+    params = assert_refused(response, claude_flow, "invalid_request")
+    assert "code_challenge" in params["error_description"]
+
+
 def test_plain_pkce_edited_into_the_consent_form_is_refused(claude_flow):
     response = claude_flow.decide(tamper={"code_challenge_method": "plain"})
     assert_refused(response, claude_flow, "invalid_request")

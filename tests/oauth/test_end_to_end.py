@@ -295,10 +295,13 @@ def test_a_revoked_token_is_refused_at_mcp(oauth_server, client, user):
     assert revoke.status_code == 200
     refused = post_initialize(mcp_url, tokens["access_token"])
     assert refused.status_code == 401
+    assert 'error="invalid_token"' in refused.headers["www-authenticate"]
     assert 'resource_metadata="' in refused.headers["www-authenticate"]
 
 
 def test_a_token_bound_to_the_bare_origin_is_refused_at_mcp(oauth_server, user):
     for resource in [oauth_server.url, f"{oauth_server.url}/"]:
         token = make_access_token(user, resource=resource)
-        assert post_initialize(f"{oauth_server.url}/mcp", token).status_code == 401
+        refused = post_initialize(f"{oauth_server.url}/mcp", token)
+        assert refused.status_code == 401
+        assert 'error="invalid_token"' in refused.headers["www-authenticate"]
