@@ -3,16 +3,23 @@ from datetime import timedelta
 import pytest
 
 from memories.indexing import normalised_hash, query_keys, tag_key
-from memories.models import ChangeSource, Memory, MemoryTag, MemoryToken, Revision
-from memories.ranking import index_key
+from memories.models import ChangeSource, Memory, MemoryTag, MemoryToken, Revision, Snapshot
+from memories.ranking import index_key, tokenize
 from memories.services import (
+    archive,
     compress,
     delete,
     edit_gist,
+    migrate,
+    promote,
     recall,
     remember,
     restore_revision,
+    set_curation,
+    unarchive,
 )
+from memories.services.importing import import_store
+from memories.services.snapshots import restore_snapshot
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db
@@ -167,3 +174,110 @@ def test_delete_removes_index_and_tag_rows(user):
 def test_the_index_never_mixes_owners(user, other_user):
     remember(owner=other_user, category="episodic", content="Kayak", gist="Kayak")
     assert found(user, "kayak") == set()
+
+
+# --- every write path leaves the derived columns right --------------------------------
+
+
+def expected_rows(memory: Memory) -> tuple[dict[str, bool], set[str]]:
+    """The index rows SPEC §3 asks for, worked out here from the stored record."""
+
+    def strings(value) -> list[str]:
+        if isinstance(value, str):
+            return [value]  # drift that migrate has not repaired yet
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+    keyword_tokens = {
+        index_key(t)
+        for text in [memory.gist, *strings(memory.tags), *strings(memory.search_keywords)]
+        for t in tokenize(text)
+    }
+    content_tokens = {index_key(t) for t in tokenize(memory.content)} - keyword_tokens
+    tokens = dict.fromkeys(keyword_tokens, True) | dict.fromkeys(content_tokens, False)
+    tags = {index_key(t.strip().casefold()) for t in strings(memory.tags) if t.strip()}
+    return tokens, tags
+
+
+def assert_derived_columns_are_fresh(owner, *, after: str) -> None:
+    for memory in Memory.objects.filter(owner=owner):
+        tokens, tags = expected_rows(memory)
+        tag_rows = set(MemoryTag.objects.filter(memory=memory).values_list("key", flat=True))
+        row_owners = set(MemoryToken.objects.filter(memory=memory).values_list("owner", flat=True))
+        assert token_rows(memory.pk) == tokens, f"stale token rows after {after}"
+        assert tag_rows == tags, f"stale tag rows after {after}"
+        assert row_owners <= {owner.pk}, f"index rows of another owner after {after}"
+        assert memory.gist_hash == normalised_hash(memory.gist), f"stale hash after {after}"
+        assert memory.content_hash == normalised_hash(memory.content), f"stale hash after {after}"
+        assert memory.last_touched_at == max(
+            memory.updated_at, memory.last_retrieved or memory.updated_at
+        ), f"stale last touch after {after}"
+
+
+def test_every_write_path_keeps_the_index_hashes_and_last_touch_fresh(user, make_memory):
+    def step(name, action):
+        action()
+        assert_derived_columns_are_fresh(user, after=name)
+
+    a = created(user, content="Bought a kayak", gist="Kayak", tags=["Water"])
+    b = created(user, content="Sold the bicycle", gist="Bicycle", search_keywords=["cycling"])
+    assert_derived_columns_are_fresh(user, after="create")
+    step(
+        "remember update",
+        lambda: remember(
+            owner=user,
+            update_id=a,
+            category="episodic",
+            content="Bought a canoe instead",
+            tags=["River", "boats"],
+            search_keywords=["paddling"],
+            now=LATER,
+        ),
+    )
+    step("recall", lambda: recall(owner=user, query="canoe bicycle", now=LATER))
+    step("promote", lambda: promote(owner=user, memory_id=b, salience="high", now=LATER))
+    step(
+        "set_curation",
+        lambda: set_curation(owner=user, memory_id=b, core=True, source=ChangeSource.DASHBOARD),
+    )
+    step(
+        "edit_gist",
+        lambda: edit_gist(
+            owner=user, memory_id=b, gist="Bicycle sold", source=ChangeSource.DASHBOARD
+        ),
+    )
+    step("archive", lambda: archive(owner=user, memory_id=b, reason="done"))
+    step("unarchive", lambda: unarchive(owner=user, memory_id=b))
+    step(
+        "compress",
+        lambda: compress(owner=user, ids=[a, b], content="Boats, not bikes", gist="Transport"),
+    )
+    revision = Revision.objects.filter(memory_id=a, action="update").get()
+    step(
+        "restore_revision",
+        lambda: restore_revision(
+            owner=user, revision_id=revision.pk, source=ChangeSource.DASHBOARD
+        ),
+    )
+    drifted = make_memory(gist="Drifted", tags='["Anchor", 3]', search_keywords="Harbour")
+    step("migrate", lambda: migrate(owner=user, now=LATER))
+    assert Memory.objects.get(pk=drifted.pk).tags == ["Anchor"]
+    step(
+        "import",
+        lambda: import_store(
+            owner=user,
+            data=[
+                {
+                    "id": "5d1a7e0c-0000-4000-8000-000000000001",
+                    "category": "event",
+                    "content": "Imported lighthouse visit",
+                    "tags": '["Coast"]',
+                    "updated_at": "2026-01-01T00:00:00Z",
+                }
+            ],
+            now=LATER,
+        ),
+    )
+    snapshot = Snapshot.objects.filter(owner=user, reason="before-migrate").get()
+    step("restore_snapshot", lambda: restore_snapshot(snapshot_id=snapshot.pk, now=LATER))
+    assert Memory.objects.get(pk=drifted.pk).tags == '["Anchor", 3]'
+    step("delete", lambda: delete(owner=user, memory_id=b))
