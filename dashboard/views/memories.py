@@ -64,8 +64,15 @@ def _wants_fragment(request: HttpRequest, target: str) -> bool:
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def memory_card(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
-    """One card as shown in the list (used to leave an edit without saving)."""
+    """One card as shown in the list (used to leave an edit without saving).
+
+    The card is a fragment: a link opened outside htmx (a new tab) goes to the memory.
+    """
+    if not request.htmx:
+        _own_memory(request, memory_id)
+        return redirect("dashboard:memory", memory_id=memory_id)
     return _card_update(request, memory_id)
 
 

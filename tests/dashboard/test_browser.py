@@ -236,6 +236,14 @@ def test_clicking_a_preview_block_highlights_its_card_or_says_it_is_hidden(sessi
     expect(card(page, core)).to_be_in_viewport()
     expect(card(page, core)).to_be_focused()
 
+    bug = store["bug"]  # a Tier 2 catalog line this time
+    page.locator(f"#reflect-preview a.preview-line[data-memory-id='{bug.pk}']").click()
+
+    expect(card(page, bug)).to_have_class(re.compile(r"\bis-highlighted\b"))
+    expect(card(page, bug)).to_be_in_viewport()
+    expect(card(page, core)).not_to_have_class(re.compile(r"\bis-highlighted\b"))
+    assert page.url.endswith("/dashboard/")  # highlighted in the list, not opened
+
     page.locator("#filters").get_by_label("error", exact=True).check()
     expect(page.locator(".memory-card")).to_have_count(1)
     page.locator(f"#reflect-preview [data-memory-id='{core.pk}']").click()
@@ -343,6 +351,31 @@ def test_open_a_revision_and_restore_it(session, store, user):
     expect(page.locator(".revision")).to_have_count(2)
     expect(page.get_by_role("status")).to_contain_text("Restored")
     assert Memory.objects.get(pk=tea.pk).gist == "Brews green tea every afternoon"
+
+
+def test_beside_the_list_the_preview_collapses_and_stays_collapsed(session, store):
+    from playwright.sync_api import expect
+
+    page = session.log_in()
+    panel = page.locator("#preview-panel")
+    toggle = page.locator("#preview-toggle")
+    expect(panel).to_be_visible()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    width_beside = page.locator("#memory-list").bounding_box()["width"]
+
+    toggle.click()
+
+    expect(panel).to_be_hidden()
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    # The list takes the room the preview left.
+    assert page.locator("#memory-list").bounding_box()["width"] > width_beside + 300
+
+    page.reload()  # remembered in this browser
+
+    expect(panel).to_be_hidden()
+    page.locator("#preview-toggle").click()
+    expect(panel).to_be_visible()
+    expect(page.locator("#preview-toggle")).to_have_attribute("aria-expanded", "true")
 
 
 def test_on_a_phone_the_preview_opens_full_screen(browser, live_server_process, store):

@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
-from dashboard.preview import build_preview
+from dashboard.preview import Preview, build_preview
+from memories.payload import ReflectPayload
 from memories.services import close, reflect
 from tests.dashboard.conftest import htmx
 
@@ -32,8 +33,15 @@ def test_preview_shows_core_in_full_catalog_lines_omitted_counts_and_closings(
     html = sidebar(logged_in.get(URL).text)
 
     assert "I am the core, in full." in html
-    assert f'data-memory-id="{core.pk}"' in html
-    assert f'data-memory-id="{line.pk}"' in html
+    # Coloured by category like the cards, and linked to the memory.
+    assert (
+        f'class="preview-block cat-identity" href="/dashboard/memories/{core.pk}/" '
+        f'data-memory-id="{core.pk}"'
+    ) in html
+    assert (
+        f'class="preview-line cat-error" href="/dashboard/memories/{line.pk}/" '
+        f'data-memory-id="{line.pk}"'
+    ) in html
     expected_line = reflect(owner=user).payload["catalog"]["error"][0]
     assert f"<code>{escape(expected_line)}</code>" in html
     episodic_row = html.split('<tr class="cat-episodic">', 1)[1].split("</tr>", 1)[0]
@@ -78,6 +86,35 @@ def test_warning_style_when_core_alone_passes_half_the_budget(logged_in, make_me
 
     assert 'class="reflect-preview is-warning"' in html
     assert "Core memories alone take more than half of the budget" in html
+
+
+@pytest.mark.parametrize(
+    ("tokens", "core_tokens", "near_budget", "core_heavy"),
+    [
+        (6400, 4000, False, False),  # exactly 80 % and exactly half: not yet
+        (6401, 100, True, False),
+        (4500, 4001, False, True),
+        (9000, 9000, True, True),  # core alone over the budget: sent as is, warned
+    ],
+)
+def test_warning_thresholds_are_past_80_percent_and_core_past_half(
+    tokens, core_tokens, near_budget, core_heavy
+):
+    sent = ReflectPayload(
+        payload={},
+        text="",
+        tokens=tokens,
+        bytes=tokens * 4,
+        max_tokens=8000,
+        core_tokens=core_tokens,
+        included=[],
+        cut=[],
+    )
+
+    preview = Preview(reflect=sent, categories=[])
+
+    assert (preview.near_budget, preview.core_heavy) == (near_budget, core_heavy)
+    assert preview.warn == (near_budget or core_heavy)
 
 
 def test_lines_the_budget_cut_are_listed_and_marked_on_their_cards(

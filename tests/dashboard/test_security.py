@@ -2,9 +2,11 @@
 
 import re
 import uuid
+from html.parser import HTMLParser
 
 import pytest
 from django.test import Client
+from django.urls import resolve, reverse
 
 from memories.models import ChangeSource, Memory, Revision
 from memories.services import close, edit_gist
@@ -34,6 +36,15 @@ WRITES = [
     ("/dashboard/revisions/{revision}/restore/", {"use": "before"}),
     ("/dashboard/clients/1/revoke/", {}),
 ]
+
+
+def test_the_lists_above_cover_every_dashboard_url():
+    from dashboard.urls import urlpatterns
+
+    covered = {resolve(url.format(revision=1)).url_name for url in READS}
+    covered |= {resolve(url.format(revision=1)).url_name for url, _ in WRITES}
+
+    assert covered == {pattern.name for pattern in urlpatterns}
 
 
 @pytest.fixture
@@ -104,11 +115,43 @@ def hostile(user, make_memory):
     return memory
 
 
+class _Elements(HTMLParser):
+    """Every start tag with its attributes, as a browser would parse the page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, dict(attrs)))
+
+
+def elements(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = _Elements()
+    parser.feed(html)
+    parser.close()
+    return parser.elements
+
+
+def injected_markup(html: str) -> list[str]:
+    """What the hostile text would become if it were not escaped: an inline script, an
+    event-handler attribute, or its image."""
+    found: list[str] = []
+    for tag, attrs in elements(html):
+        if tag == "script" and "src" not in attrs:
+            found.append("<script> without src")
+        found += [f"<{tag} {name}=…>" for name in attrs if name.startswith("on")]
+        if tag == "img" and attrs.get("src") == "x":
+            found.append("<img src=x>")
+    return found
+
+
 def executable_markup(html: str) -> list[str]:
-    """Script elements without a src, and event-handler attributes, in a page."""
-    inline_scripts = re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", html)
-    handlers = re.findall(r"<[a-z][^>]*\son[a-z]+\s*=", html, flags=re.IGNORECASE)
-    return inline_scripts + handlers
+    """Injected markup, and any image or embed at all (the dashboard shows none)."""
+    embeds = [
+        f"<{tag}>" for tag, _ in elements(html) if tag in ("img", "iframe", "object", "embed")
+    ]
+    return injected_markup(html) + embeds
 
 
 @pytest.mark.parametrize(
@@ -129,6 +172,25 @@ def test_memory_text_is_shown_as_text_everywhere(logged_in, hostile, path):
     assert "<script>alert(1)" not in html
     assert "<img src=x" not in html
     assert executable_markup(html) == []
+
+
+def test_memory_text_is_shown_as_text_in_the_admin(client, hostile, django_user_model):
+    admin = django_user_model.objects.create_superuser("root", password="pw-root-123")
+    client.force_login(admin)
+    revision = Revision.objects.filter(memory=hostile).first()
+    showing_text = [
+        reverse("admin:memories_memory_changelist"),
+        reverse("admin:memories_memory_change", args=[hostile.pk]),
+        reverse("admin:memories_revision_change", args=[revision.pk]),
+        reverse("admin:memories_closing_changelist"),
+    ]
+
+    for url in [*showing_text, reverse("admin:memories_revision_changelist")]:
+        html = client.get(url).text
+        assert url not in showing_text or "&lt;script&gt;alert(1)&lt;/script&gt;" in html, url
+        assert "<script>alert(1)" not in html, url
+        assert "<img src=x" not in html, url
+        assert injected_markup(html) == [], url
 
 
 @pytest.mark.parametrize(
