@@ -235,12 +235,11 @@ def coerce_id_list(value: Any, *, field: str, max_items: int) -> list[uuid.UUID]
 
 
 def coerce_since(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return parse_timestamp(value.isoformat())
-    if isinstance(value, str) and value.strip():
+    text = value.isoformat() if isinstance(value, datetime) else value
+    if isinstance(text, str) and text.strip():
         try:
-            return parse_timestamp(value)
-        except ValueError:
+            return parse_timestamp(text)
+        except (ValueError, OverflowError):  # Overflow: a zone pushes it past year 1 or 9999
             pass
     raise InvalidInput(
         f"since must be an ISO-8601 date-time such as 2026-01-31T00:00:00Z (got {value!r})."

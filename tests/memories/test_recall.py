@@ -283,10 +283,27 @@ def test_since_keeps_memories_updated_on_or_after_it(user, make_memory):
     assert set(ids_of(offset)) == {str(edge.pk), str(newer.pk)}
 
 
-def test_a_malformed_since_is_refused(user):
+@pytest.mark.parametrize(
+    "since",
+    [
+        "last tuesday",
+        "2026-13-01T00:00:00Z",
+        # Valid ISO text that no UTC date-time can hold once its zone is applied.
+        "0001-01-01T00:00:00+01:00",
+        "9999-12-31T23:59:59-01:00",
+        42,
+    ],
+)
+def test_a_malformed_since_is_refused(user, since):
     with pytest.raises(InvalidInput) as refused:
-        recall(owner=user, since="last tuesday", now=LATER)
+        recall(owner=user, since=since, now=LATER)
     assert "ISO" in refused.value.message
+
+
+def test_since_at_the_edges_of_the_calendar_is_accepted(user, make_memory):
+    make_memory()
+    assert recall(owner=user, since="0001-01-01T00:00:00Z", now=LATER)["count"] == 1
+    assert recall(owner=user, since="9999-12-31T23:59:59Z", now=LATER)["count"] == 0
 
 
 def test_reply_stops_before_100000_characters_and_says_so(user, make_memory):
