@@ -5,6 +5,7 @@ InvalidInput with a message that says what to send instead.
 """
 
 import json
+import re
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
@@ -102,6 +103,11 @@ def coerce_bool(value: Any, *, field: str) -> bool:
     raise InvalidInput(f"{field} must be true or false (got {value!r}).")
 
 
+# ASCII digits only (str.isdigit also takes "²", which int() refuses), and few enough
+# that int() never meets Python's limit on long digit strings.
+_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,18}")
+
+
 def coerce_int(value: Any, *, field: str, minimum: int, maximum: int) -> int:
     if isinstance(value, bool):
         number = None
@@ -109,7 +115,7 @@ def coerce_int(value: Any, *, field: str, minimum: int, maximum: int) -> int:
         number = value
     elif isinstance(value, float) and value.is_integer():
         number = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    elif isinstance(value, str) and _WHOLE_NUMBER.fullmatch(value.strip()):
         number = int(value.strip())
     else:
         number = None

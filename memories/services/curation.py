@@ -1,6 +1,7 @@
 """Curating memories: promote, dashboard edits, archive, unarchive, delete, compress,
 and restoring a revision (SPEC §2, §4, §6)."""
 
+import re
 import uuid
 from datetime import datetime
 from typing import Any
@@ -390,6 +391,6 @@ def _revision_pk(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,18}", value.strip()):
         return int(value.strip())
     return None

@@ -178,7 +178,7 @@ def test_limit_applies_after_ranking(user, make_memory):
     assert recall(owner=user, now=LATER)["count"] == 5  # the default
 
 
-@pytest.mark.parametrize("limit", [0, 51, -1, "many", 2.5, True])
+@pytest.mark.parametrize("limit", [0, 51, -1, "many", 2.5, True, "²", "٣", "9" * 5000, " "])
 def test_limit_outside_1_to_50_is_refused(user, make_memory, unchanged, limit):
     make_memory()
     with unchanged(), pytest.raises(InvalidInput) as refused:
@@ -187,7 +187,7 @@ def test_limit_outside_1_to_50_is_refused(user, make_memory, unchanged, limit):
     assert Memory.objects.get().retrieval_count == 0
 
 
-@pytest.mark.parametrize("limit", [1, 50, "3"])
+@pytest.mark.parametrize("limit", [1, 50, "3", " 7 ", 4.0])
 def test_limit_inside_the_range_is_accepted(user, make_memory, limit):
     make_memory()
     assert recall(owner=user, limit=limit, now=LATER)["count"] == 1

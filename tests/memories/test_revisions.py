@@ -205,7 +205,7 @@ def test_restore_to_the_current_state_keeps_no_extra_revision(user, make_memory)
     assert len(revisions_of(memory)) == 1
 
 
-@pytest.mark.parametrize("revision_id", [987654, "abc", None, "12x"])
+@pytest.mark.parametrize("revision_id", [987654, "abc", None, "12x", "²", "9" * 5000, 10**30, True])
 def test_restore_of_an_unknown_revision_is_refused(user, make_memory, unchanged, revision_id):
     make_memory()
     with unchanged(), pytest.raises(InvalidInput):
