@@ -6,6 +6,7 @@ htmx the same URLs work as plain form posts that redirect back.
 """
 
 import uuid
+from contextlib import suppress
 from typing import Any
 
 from django.contrib import messages
@@ -129,12 +130,15 @@ def edit_gist(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 @require_POST
 def archive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
     _own_memory(request, memory_id)
-    archive_memory(
-        owner=request.user,
-        memory_id=memory_id,
-        reason=ARCHIVE_REASON,
-        source=ChangeSource.DASHBOARD,
-    )
+    try:
+        archive_memory(
+            owner=request.user,
+            memory_id=memory_id,
+            reason=ARCHIVE_REASON,
+            source=ChangeSource.DASHBOARD,
+        )
+    except InvalidInput as error:  # e.g. deleted elsewhere since the check above
+        return _refused(request, memory_id, error.message)
     return _saved(request, memory_id)
 
 
@@ -142,7 +146,10 @@ def archive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 @require_POST
 def unarchive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
     _own_memory(request, memory_id)
-    unarchive_memory(owner=request.user, memory_id=memory_id, source=ChangeSource.DASHBOARD)
+    try:
+        unarchive_memory(owner=request.user, memory_id=memory_id, source=ChangeSource.DASHBOARD)
+    except InvalidInput as error:  # e.g. deleted elsewhere since the check above
+        return _refused(request, memory_id, error.message)
     return _saved(request, memory_id)
 
 
@@ -156,7 +163,9 @@ def delete(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
         if request.htmx:
             return _card_update(request, memory_id, confirm_delete=True)
         return render(request, "dashboard/memory_delete.html", {"memory": memory})
-    delete_memory(owner=request.user, memory_id=memory_id)
+    # Deleted elsewhere since the check above is the outcome asked for.
+    with suppress(InvalidInput):
+        delete_memory(owner=request.user, memory_id=memory_id)
     if not request.htmx:
         messages.success(request, "The memory was deleted.")
         return redirect("dashboard:index")

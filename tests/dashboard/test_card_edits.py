@@ -278,6 +278,36 @@ def test_delete_without_htmx_redirects_to_the_list(logged_in, memory):
 
 
 @pytest.mark.parametrize(
+    ("action", "service"),
+    [("archive", "archive_memory"), ("unarchive", "unarchive_memory"), ("delete", "delete_memory")],
+)
+@pytest.mark.parametrize("with_htmx", [True, False])
+def test_a_memory_deleted_elsewhere_meanwhile_is_a_404_or_gone_not_an_error(
+    logged_in, memory, monkeypatch, action, service, with_htmx
+):
+    from dashboard.views import memories as views
+
+    real = getattr(views, service)
+
+    def deleted_first(**kwargs):
+        Memory.objects.filter(pk=memory.pk).delete()  # another tab, or Claude
+        return real(**kwargs)
+
+    monkeypatch.setattr(views, service, deleted_first)
+    response = logged_in.post(url(memory, action), **(htmx() if with_htmx else {}))
+
+    if action == "delete":  # what was asked for has happened
+        assert response.status_code == (200 if with_htmx else 302)
+    elif with_htmx:
+        assert response.status_code == 404  # the card has nothing left to show
+    else:
+        assert response.status_code == 302  # back to the list, saying why
+        page = logged_in.get(response["Location"])
+        assert f"No memory with id {memory.pk}" in page.text
+    assert not Memory.objects.filter(pk=memory.pk).exists()
+
+
+@pytest.mark.parametrize(
     ("method", "action", "data"),
     [
         ("get", "card", {}),
