@@ -141,12 +141,22 @@ def trimmed(value: Any) -> Any:
 
 
 def check_length(value: str, *, field: str, limit: int) -> str:
-    """Text that fits its limit and can be stored (PostgreSQL text cannot hold NUL)."""
+    """Text that fits its limit and can be stored (PostgreSQL text cannot hold NUL, and
+    no database takes a lone surrogate)."""
     if "\x00" in value:
         raise InvalidInput(
             f"{field} contains the NUL character (\\u0000), which cannot be stored. Remove it "
             "and send it again."
         )
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as error:
+            # A lone UTF-16 surrogate (JSON allows the escape "\ud800"): not a character.
+            raise InvalidInput(
+                f"{field} contains {value[error.start]!r}, half of a UTF-16 surrogate pair, "
+                "which is not a character and cannot be stored. Send the text as UTF-8."
+            ) from None
     if len(value) > limit:
         raise InvalidInput(
             f"{field} is {len(value):,} characters; the limit is {limit:,}. "
@@ -175,7 +185,7 @@ def parse_list_argument(value: Any) -> list[Any]:
         if text.startswith("["):
             try:
                 parsed = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: arrays nested too deep
                 parsed = None
             if isinstance(parsed, list):
                 return parsed
@@ -196,6 +206,7 @@ def coerce_string_list(
             f"{field} must be a list of strings (got {type(value).__name__})."
         ) from None
     result: list[str] = []
+    seen: set[str] = set()  # a set: the list may be long before the count refuses it
     for item in items:
         if not isinstance(item, str):
             raise InvalidInput(
@@ -210,7 +221,8 @@ def coerce_string_list(
                 f"each entry of {field} may be at most {max_length} characters "
                 f"({text[:30]!r}… has {len(text)})."
             )
-        if text not in result:
+        if text not in seen:
+            seen.add(text)
             result.append(text)
     if len(result) > max_items:
         raise InvalidInput(f"{field} may hold at most {max_items} entries (got {len(result)}).")

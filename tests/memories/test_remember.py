@@ -163,6 +163,16 @@ def test_blank_or_missing_content_is_refused(user, unchanged, content):
     assert "content" in refused.value.message
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [{"content": "a\ud800b"}, {"gist": "g\udfff"}, {"tags": ["\udc00"]}, {"provenance": "\ud83d"}],
+)
+def test_text_with_a_lone_surrogate_is_refused_and_changes_nothing(user, unchanged, fields):
+    with unchanged(), pytest.raises(InvalidInput) as refused:
+        create(user, **fields)
+    assert "surrogate" in refused.value.message
+
+
 def test_content_up_to_the_limit_is_kept_whole(user):
     text = "x" * 20_000
     assert stored(create(user, content=text)).content == text
