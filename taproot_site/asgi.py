@@ -26,6 +26,11 @@ NOT_RUNNING = (
     b'{"error":"The MCP endpoint is not running: start the server with lifespan on '
     b'(uvicorn taproot_site.asgi:application --lifespan on)."}'
 )
+# The JSON-RPC error shape the SDK gives its own 405 answers.
+NO_EVENT_STREAM = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Method Not Allowed: '
+    b'this stateless endpoint offers no event stream; send requests with POST."}}'
+)
 
 
 class TaprootASGI:
@@ -90,6 +95,13 @@ class TaprootASGI:
             if not self.running:
                 await _send_json(send_noting_status, 503, NOT_RUNNING)
                 return
+            if scope.get("method") == "GET":
+                # The SDK would open an event stream that, without sessions, never carries
+                # a message and holds the request's thread and database connection for as
+                # long as the client keeps it open. The transport allows 405 instead, and
+                # clients then work with POST alone.
+                await _send_json(send_noting_status, 405, NO_EVENT_STREAM, allow=b"POST")
+                return
             async with ThreadSensitiveContext():
                 await signals.request_started.asend(sender=self.__class__, scope=scope)
                 try:
@@ -104,17 +116,14 @@ class TaprootASGI:
             logger.info("%s", record.line())
 
 
-async def _send_json(send: Send, status: int, body: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
+async def _send_json(send: Send, status: int, body: bytes, *, allow: bytes | None = None) -> None:
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if allow is not None:
+        headers.append((b"allow", allow))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

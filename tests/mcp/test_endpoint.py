@@ -1,16 +1,22 @@
 """The /mcp endpoint as HTTP: routing, Host/Origin guard, lifespan, connections, request log."""
 
 import json
+import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from django.core import signals
 from django.db import connection
 
+from mcp_bridge import auth
 from mcp_bridge.server import transport_security
-from taproot_site.asgi import build_application
+from taproot_site.asgi import TaprootASGI, build_application
 from tests.conftest import is_postgres
 from tests.live_server import run_server
 from tests.mcp.test_auth import INITIALIZE
@@ -36,6 +42,29 @@ def test_mcp_is_served_at_exactly_mcp_without_a_slash_redirect(server, mcp_url, 
     slashed = post(f"{mcp_url}/", token)
     assert slashed.status_code == 404
     assert "location" not in slashed.headers
+
+
+@on_server
+@pytest.mark.server
+def test_answers_are_plain_json_and_no_session_is_kept(server, mcp_url, user, token_for):
+    response = post(mcp_url, token_for(user))
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    assert "mcp-session-id" not in response.headers
+    assert response.json()["result"]["serverInfo"]["name"] == "taproot"
+
+
+@on_server
+@pytest.mark.server
+def test_get_is_refused_at_once_rather_than_held_open_as_an_idle_stream(
+    server, mcp_url, user, token_for
+):
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {token_for(user)}"}
+    for era in ({}, {"MCP-Protocol-Version": "2026-07-28"}):
+        response = httpx2.get(mcp_url, headers={**headers, **era}, timeout=5)
+        assert response.status_code == 405, era
+        assert response.headers["allow"] == "POST", era
+    assert "Method Not Allowed" in httpx2.get(mcp_url, headers=headers, timeout=5).text
 
 
 @on_server
@@ -100,7 +129,7 @@ def test_the_request_log_names_method_tool_user_and_status_but_no_text_or_token(
     while expected not in server.log() and time.monotonic() < deadline:
         time.sleep(0.05)
     log = server.log()
-    assert expected in log
+    assert re.search(re.escape(expected) + r" \d+\.\dms$", log, re.MULTILINE), log[-2000:]
     assert f"POST initialize user={user.pk} status=200" in log
     assert "unique-marker" not in log
     assert token not in log
@@ -115,6 +144,68 @@ def test_a_refused_token_is_logged_as_401_without_a_user(server, mcp_url):
         time.sleep(0.05)
     assert "user=- status=401" in server.log()
     assert "definitely-not-valid" not in server.log()
+
+
+@asynccontextmanager
+async def lifespan(app: TaprootASGI) -> AsyncIterator[None]:
+    """Run the ASGI lifespan protocol as uvicorn does with `--lifespan on`."""
+    to_app, app_receives = anyio.create_memory_object_stream[dict[str, Any]](2)
+    app_sends, from_app = anyio.create_memory_object_stream[dict[str, Any]](2)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(app, {"type": "lifespan"}, app_receives.receive, app_sends.send)
+        await to_app.send({"type": "lifespan.startup"})
+        assert (await from_app.receive())["type"] == "lifespan.startup.complete"
+        yield
+        await to_app.send({"type": "lifespan.shutdown"})
+        assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
+
+
+def test_each_request_runs_on_a_thread_of_its_own_between_the_request_signals(monkeypatch):
+    """Like Django's own requests: request_started, the request's database work and
+    request_finished on one thread that belongs to that request, so request_finished
+    closes the connections the request opened (PostgreSQL shows it, below)."""
+    events: list[tuple[str, threading.Thread]] = []
+
+    def note(name: str) -> Callable[..., None]:
+        def receiver(**kwargs: Any) -> None:
+            events.append((name, threading.current_thread()))
+
+        return receiver
+
+    def token_lookup(raw_token: str) -> None:
+        events.append(("token lookup", threading.current_thread()))
+        return None
+
+    started, finished = note("started"), note("finished")
+    monkeypatch.setattr(auth, "find_access_token", token_lookup)
+    signals.request_started.connect(started)
+    signals.request_finished.connect(finished)
+
+    async def two_requests() -> list[int]:
+        statuses = []
+        for _ in range(2):
+            app = build_application()  # a fresh one each time: the factory tests rely on
+            async with lifespan(app):
+                transport = httpx2.ASGITransport(app=app)
+                async with httpx2.AsyncClient(
+                    transport=transport, base_url="http://127.0.0.1"
+                ) as client:
+                    headers = {**ACCEPT, "Authorization": "Bearer not-a-live-token"}
+                    response = await client.post("/mcp", json=INITIALIZE, headers=headers)
+                    statuses.append(response.status_code)
+        return statuses
+
+    try:
+        assert anyio.run(two_requests) == [401, 401]
+    finally:
+        signals.request_started.disconnect(started)
+        signals.request_finished.disconnect(finished)
+    assert [name for name, _ in events] == ["started", "token lookup", "finished"] * 2
+    first, second = events[:3], events[3:]
+    for request in (first, second):
+        assert len({id(thread) for _, thread in request}) == 1
+        assert request[0][1] is not threading.main_thread()
+    assert first[0][1] is not second[0][1]
 
 
 def connection_states(application_name: str | None = None) -> list[str]:
