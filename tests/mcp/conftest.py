@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from tests.mcp.client import McpCaller, mcp_client
+from tests.mcp.client import MODERN_VERSION, McpCaller, mcp_client
 from tests.mcp.tokens import make_access_token
 
 MODES = ["legacy", "auto"]
@@ -57,6 +57,12 @@ def connect(portal: BlockingPortal, mcp_url: str) -> Iterator[Callable[..., McpC
             client = stack.enter_context(
                 portal.wrap_async_context_manager(mcp_client(mcp_url, token, mode=mode))
             )
+            # mode="auto" quietly falls back to the 2025 handshake when 2026-07-28 fails:
+            # every session checks it got the era it asked for.
+            if mode == "auto":
+                assert client.protocol_version == MODERN_VERSION, client.protocol_version
+            else:
+                assert client.protocol_version.startswith("2025-"), client.protocol_version
             return McpCaller(portal=portal, client=client, mode=mode)
 
         yield open_session

@@ -49,6 +49,12 @@ def test_both_eras_list_the_same_eight_tools_with_descriptions(eras):
             assert tool.title, tool.name
     legacy, modern = ({t.name: t.model_dump() for t in tools} for tools in listings)
     assert legacy == modern
+    # When to call the three that frame a conversation, in the words Claude reads.
+    descriptions = {name: tool["description"] for name, tool in legacy.items()}
+    assert "start of every conversation" in descriptions["taproot_reflect"]
+    assert "as soon as" in descriptions["taproot_remember"]
+    assert "Write the gist now" in descriptions["taproot_remember"]
+    assert "end of a conversation" in descriptions["taproot_close"]
 
 
 def test_annotations_are_truthful_and_nothing_is_open_world(eras):

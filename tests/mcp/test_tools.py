@@ -299,6 +299,20 @@ def test_recall_filters_by_category_tags_and_since_and_respects_limit(eras, make
         assert mcp.reply("taproot_recall", {"limit": 2})["count"] == 2
 
 
+def test_recall_stops_before_100000_characters_and_says_so(eras, make_memory):
+    for mcp in eras:
+        fresh_store()
+        for i in range(8):
+            make_memory(**recent(content=f"{i} " + "w" * 19_990, gist=f"Big {i}"))
+        text = mcp.call("taproot_recall", {"limit": 8}).content[0].text
+        reply = json.loads(text)
+        assert reply["truncated"] is True
+        assert 1 <= reply["count"] < 8
+        assert len(text) <= 100_000
+        strengthened = Memory.objects.filter(retrieval_count=1).values_list("pk", flat=True)
+        assert {str(pk) for pk in strengthened} == {r["id"] for r in reply["results"]}
+
+
 # --- taproot_promote ---------------------------------------------------------------
 
 

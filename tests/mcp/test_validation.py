@@ -67,6 +67,11 @@ def test_remember_refusals(eras, ids):
             ({**VALID, "update_id": ids["archived"]}, "unarchive"),
             ({**VALID, "update_id": "not-a-uuid"}, "UUID"),
             ({**VALID, "content": "nul \x00 inside"}, "NUL"),
+            ({**VALID, "search_keywords": ["k" * 101]}, "100 characters"),
+            ({**VALID, "linked_memories": [ids["live"], 7]}, "only strings"),
+            ({**VALID, "linked_memories": [str(uuid.uuid4()) for _ in range(51)]}, "at most 50"),
+            ({**VALID, "provenance": "p" * 2_001}, "2,000"),
+            ({**VALID, "conversation_url": ["https://claude.ai/chat/1"]}, "must be text"),
         ],
     )
 
@@ -91,6 +96,9 @@ def test_recall_refusals(eras, ids):
             ({"query": ["a", "b"]}, "query must be text"),
             ({"tags": 5}, "list of strings"),
             ({"query": "x", "tags": ["\x00"]}, "NUL"),
+            ({"query": "word " * 2_001}, "10,000"),
+            ({"tags": [f"t{i}" for i in range(51)]}, "at most 50"),
+            ({"ids": '["not json'}, "UUID"),
         ],
     )
 
@@ -131,6 +139,12 @@ def test_forget_refusals(eras, ids):
             ({**compress, "ids": [ids["live"], ids["live_error"]]}, "different categories"),
             ({**compress, "ids": [ids["live"], ids["live_error"]], "gist": None}, "gist"),
             ({**compress, "ids": [ids["live"], ids["live_error"]], "category": "x"}, "one of"),
+            ({**compress, "ids": [str(uuid.uuid4()) for _ in range(51)]}, "at most 50"),
+            ({**compress, "ids": [ids["live"], ids["live_error"]], "content": None}, "content"),
+            ({**compress, "ids": [ids["live"], ids["live"]]}, "at least two distinct"),
+            ({**compress, "ids": 5}, "list of strings"),
+            ({"action": 5, "memory_id": ids["live"]}, "archive, unarchive, delete"),
+            ({"action": "archive", "memory_id": ids["live"], "reason": 5}, "must be text"),
         ],
     )
 
@@ -145,5 +159,7 @@ def test_close_refusals(eras):
             ({"reflection": "r" * 10_001}, "10,000"),
             ({"reflection": "Bye.", "conversation_title": "t" * 201}, "200"),
             ({"reflection": "Bye.", "conversation_url": 5}, "must be text"),
+            ({"reflection": 42}, "reflection is required"),
+            ({"reflection": "Bye.", "conversation_title": ["t"]}, "must be text"),
         ],
     )
