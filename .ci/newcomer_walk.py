@@ -1,12 +1,16 @@
-"""Poll /healthz until the server answers, then log in to /admin/ with the first account."""
+"""Poll /healthz until the server answers, log in to /admin/ with the first account, then
+call /mcp as the README shows: refused without a token, answered with one from issue_token."""
 
 import http.cookiejar
+import json
 import re
+import subprocess
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from email.message import Message
 
 
 def main(base: str, username: str, password: str) -> None:
@@ -47,6 +51,54 @@ def main(base: str, username: str, password: str) -> None:
     if static.status != 200:
         sys.exit("static files are not served")
     print(f"admin login as {username}: ok; static files: ok")
+    call_mcp(base, username)
+
+
+def post_mcp(base: str, body: dict[str, object], token: str | None) -> tuple[int, Message, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        f"{base}/mcp", data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read().decode()
+
+
+def call_mcp(base: str, username: str) -> None:
+    # The README's curl example: one tools/call, no handshake.
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "taproot_recall", "arguments": {"query": "garden", "limit": 3}},
+    }
+    status, headers, _ = post_mcp(base, call, None)
+    challenge = headers.get("WWW-Authenticate") or ""
+    if status != 401 or "resource_metadata=" not in challenge:
+        sys.exit(f"/mcp without a token answered {status} {challenge!r}, not a 401 challenge")
+    issued = subprocess.run(
+        [sys.executable, "manage.py", "issue_token", "--user", username],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if issued.returncode != 0 or not issued.stdout.strip():
+        sys.exit(f"manage.py issue_token failed:\n{issued.stderr}")
+    status, _, text = post_mcp(base, call, issued.stdout.strip())
+    try:
+        reply = json.loads(json.loads(text)["result"]["content"][0]["text"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        reply = None
+    if status != 200 or not reply or reply.get("status") != "ok":
+        sys.exit(f"/mcp with an issued token answered {status}: {text[:500]}")
+    print("/mcp: 401 without a token; taproot_recall with an issued token: ok")
 
 
 if __name__ == "__main__":
