@@ -195,7 +195,7 @@ def _memory(
 ) -> Memory:
     """An unsaved memory holding the record's values as given (normalised later)."""
     pk = _id(value, key_id, label)
-    _refuse_nul(value, label)
+    _refuse_unstorable(value, label)
     content = value.get("content")
     if not isinstance(content, str) or not content.strip():
         raise BadFile(f"{label} has no content (it must be non-blank text)")
@@ -238,7 +238,7 @@ def _closing(
     value: dict[str, Any], key_id: str | None, label: str, owner_id: int, now: datetime
 ) -> Closing:
     pk = _id(value, key_id, label)
-    _refuse_nul(value, label)
+    _refuse_unstorable(value, label)
     reflection = value.get("reflection")
     if not isinstance(reflection, str) or not reflection.strip():
         raise BadFile(f"{label} has no reflection (it must be non-blank text)")
@@ -252,17 +252,26 @@ def _closing(
     )
 
 
-def _refuse_nul(value: Any, label: str) -> None:
-    """Databases cannot store the NUL character in text; name the record that has one."""
+def _refuse_unstorable(value: Any, label: str) -> None:
+    """Text no database can store (the NUL character, half a UTF-16 surrogate pair);
+    name the record that has it."""
     if isinstance(value, str):
         if "\x00" in value:
             raise BadFile(f"{label} contains the NUL character (\\u0000), which cannot be stored")
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError as error:
+                raise BadFile(
+                    f"{label} contains {value[error.start]!r}, half of a UTF-16 surrogate pair, "
+                    "which is not a character and cannot be stored"
+                ) from None
     elif isinstance(value, dict):
         for item in value.values():
-            _refuse_nul(item, label)
+            _refuse_unstorable(item, label)
     elif isinstance(value, list):
         for item in value:
-            _refuse_nul(item, label)
+            _refuse_unstorable(item, label)
 
 
 def _refuse_repeats(ids: list[uuid.UUID], kind: str) -> None:

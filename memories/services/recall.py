@@ -73,7 +73,9 @@ def parse_filters(
     tag_list = coerce_string_list(
         tags, field="tags", max_items=MAX_LIST_ITEMS, max_length=MAX_ITEM_LENGTH
     )
-    clean_since = coerce_since(since) if since is not None else None
+    # Blank text, like a blank category, is an argument left out (models send "").
+    blank_since = since is None or (isinstance(since, str) and not since.strip())
+    clean_since = None if blank_since else coerce_since(since)
     if limit is not None:
         clean_limit = coerce_int(limit, field="limit", minimum=1, maximum=MAX_RECALL_LIMIT)
     elif clean_ids:
@@ -146,13 +148,13 @@ def recall(
     # transaction holds the database's one write lock, which other requests wait for.
     ranked = rank_memories(owner, filters, now=now)[: filters.limit]
     chosen_ids = [item.candidate.id for item in ranked]
-    memories = Memory.objects.filter(owner=owner, pk__in=chosen_ids).order_by().in_bulk()
+    memories = Memory.objects.for_owner(owner).live().filter(pk__in=chosen_ids).order_by().in_bulk()
     results: list[dict[str, Any]] = []
     truncated = False
     size = len(dumps(_reply([], filters.warnings, truncated=True)))
     for item in ranked:
         memory = memories.get(item.candidate.id)
-        if memory is None:  # deleted by a concurrent request since it was ranked
+        if memory is None:  # deleted or archived by a concurrent request since it was ranked
             continue
         # Show the record as it will be after strengthening.
         memory.retrieval_count += 1
@@ -167,7 +169,7 @@ def recall(
         results.append(record)
     if results:
         counts = _strengthen(owner, [uuid.UUID(r["id"]) for r in results], now=now)
-        # A memory deleted since it was read is not returned.
+        # A memory deleted or archived since it was read is not returned.
         results = [r for r in results if uuid.UUID(r["id"]) in counts]
         for record in results:
             record["retrieval_count"] = counts[uuid.UUID(record["id"])]
@@ -175,19 +177,24 @@ def recall(
 
 
 def _strengthen(owner: Any, ids: list[uuid.UUID], *, now: datetime) -> dict[uuid.UUID, int]:
-    """Count one more retrieval of each memory, atomically; their counts as stored."""
+    """Count one more retrieval of each memory still live; their counts as now stored."""
     with transaction.atomic():
-        Memory.objects.filter(owner=owner, pk__in=ids).update(
+        # Locked (in id order, so two recalls never wait on each other crosswise): no
+        # other request changes or archives them before the update below.
+        counts = dict(
+            Memory.objects.for_owner(owner)
+            .live()
+            .filter(pk__in=ids)
+            .order_by("pk")
+            .select_for_update()
+            .values_list("pk", "retrieval_count")
+        )
+        Memory.objects.filter(pk__in=counts).update(
             retrieval_count=F("retrieval_count") + 1,
             last_retrieved=now,
             last_touched_at=Greatest(F("updated_at"), now),
         )
-        # The counts as stored: another recall may have landed at the same time.
-        return dict(
-            Memory.objects.filter(owner=owner, pk__in=ids)
-            .order_by()
-            .values_list("pk", "retrieval_count")
-        )
+    return {pk: count + 1 for pk, count in counts.items()}
 
 
 def _reply(

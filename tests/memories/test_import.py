@@ -266,6 +266,9 @@ GOOD = {"category": "event", "content": "Fine.", "created_at": "2026-01-01T00:00
         ('{"entries": [["key", "value"]]}', ["entry 1", "not an object"]),
         (_envelope_with({**GOOD, "tags": ["ok", "nul\x00"]}), ["entry 4", "NUL"]),
         (_envelope_with({"reflection": "a\x00b"}, key=f"close:{uuid.uuid4()}"), ["NUL"]),
+        (_envelope_with({**GOOD, "content": "half \ud800 pair"}), ["entry 4", "surrogate"]),
+        (_envelope_with({**GOOD, "tags": ["ok", "\udc00"]}), ["entry 4", "surrogate"]),
+        (_envelope_with({"reflection": "a\ud83db"}, key=f"close:{uuid.uuid4()}"), ["surrogate"]),
     ],
 )
 def test_a_bad_file_is_refused_whole_naming_the_problem(user, make_memory, data, names):

@@ -380,6 +380,45 @@ def test_a_memory_deleted_before_strengthening_is_not_returned(user, make_memory
     assert reply["results"][0]["retrieval_count"] == 1
 
 
+def test_a_memory_archived_before_strengthening_is_not_returned_or_strengthened(
+    user, make_memory, monkeypatch
+):
+    gone = make_memory(gist="Garden gone", salience="high")
+    kept = make_memory(gist="Garden kept")
+    real_strengthen = recall_module._strengthen
+
+    def archive_then_strengthen(*args, **kwargs):
+        Memory.objects.filter(pk=gone.pk).update(archived_at=LATER)  # a concurrent request
+        return real_strengthen(*args, **kwargs)
+
+    monkeypatch.setattr(recall_module, "_strengthen", archive_then_strengthen)
+    reply = recall(owner=user, query="garden", now=LATER)
+    assert ids_of(reply) == [str(kept.pk)]
+    assert Memory.objects.get(pk=gone.pk).retrieval_count == 0
+    assert Memory.objects.get(pk=kept.pk).retrieval_count == 1
+
+
+def test_a_memory_archived_after_ranking_is_skipped(user, make_memory, monkeypatch):
+    gone = make_memory(gist="Garden gone", salience="high")
+    kept = make_memory(gist="Garden kept")
+    real_rank_memories = recall_module.rank_memories
+
+    def rank_then_archive(*args, **kwargs):
+        ranked = real_rank_memories(*args, **kwargs)
+        Memory.objects.filter(pk=gone.pk).update(archived_at=LATER)
+        return ranked
+
+    monkeypatch.setattr(recall_module, "rank_memories", rank_then_archive)
+    assert ids_of(recall(owner=user, query="garden", now=LATER)) == [str(kept.pk)]
+    assert Memory.objects.get(pk=gone.pk).retrieval_count == 0
+
+
+@pytest.mark.parametrize("since", ["", "   "])
+def test_a_blank_since_counts_as_not_given(user, make_memory, since):
+    make_memory(updated_at=NOW - timedelta(days=400))
+    assert recall(owner=user, since=since, now=LATER)["count"] == 1
+
+
 def test_query_and_tag_lookups_can_use_the_owner_key_indexes(user, other_user, make_memory):
     make_memory(gist="Garden", tags=["home"])
     make_memory(owner=other_user, gist="Garden", tags=["home"])
