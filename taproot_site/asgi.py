@@ -95,11 +95,12 @@ class TaprootASGI:
             if not self.running:
                 await _send_json(send_noting_status, 503, NOT_RUNNING)
                 return
-            if scope.get("method") == "GET":
+            if scope.get("method") == "GET" and _has_header(scope, b"authorization"):
                 # The SDK would open an event stream that, without sessions, never carries
                 # a message and holds the request's thread and database connection for as
                 # long as the client keeps it open. The transport allows 405 instead, and
-                # clients then work with POST alone.
+                # clients then work with POST alone. Without a token the SDK answers: its
+                # 401 challenge is how a client finds the sign-in.
                 await _send_json(send_noting_status, 405, NO_EVENT_STREAM, allow=b"POST")
                 return
             async with ThreadSensitiveContext():
@@ -114,6 +115,10 @@ class TaprootASGI:
             record.user_id = getattr(access_token, "subject", None)
             current_record.reset(token)
             logger.info("%s", record.line())
+
+
+def _has_header(scope: Scope, name: bytes) -> bool:
+    return any(key.lower() == name for key, _ in scope.get("headers", []))
 
 
 async def _send_json(send: Send, status: int, body: bytes, *, allow: bytes | None = None) -> None:

@@ -69,6 +69,14 @@ def test_get_is_refused_at_once_rather_than_held_open_as_an_idle_stream(
 
 @on_server
 @pytest.mark.server
+def test_get_without_a_token_gets_the_sign_in_challenge(server, mcp_url):
+    response = httpx2.get(mcp_url, headers={"Accept": "text/event-stream"}, timeout=5)
+    assert response.status_code == 401
+    assert "resource_metadata=" in response.headers["www-authenticate"]
+
+
+@on_server
+@pytest.mark.server
 def test_a_host_outside_the_allowlist_is_refused(server, mcp_url, user, token_for):
     response = post(mcp_url, token_for(user), Host="attacker.example")
     assert response.status_code == 421
