@@ -140,23 +140,28 @@ def trimmed(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
-def check_length(value: str, *, field: str, limit: int) -> str:
-    """Text that fits its limit and can be stored (PostgreSQL text cannot hold NUL, and
-    no database takes a lone surrogate)."""
+def unstorable(value: str) -> str | None:
+    """What in this text no database can store, said for a message; None when nothing.
+
+    PostgreSQL text cannot hold NUL, and no database takes a lone UTF-16 surrogate
+    (JSON allows the escape "\\ud800", but it is half a character).
+    """
     if "\x00" in value:
-        raise InvalidInput(
-            f"{field} contains the NUL character (\\u0000), which cannot be stored. Remove it "
-            "and send it again."
-        )
+        return "the NUL character (\\u0000),"
     if not value.isascii():
         try:
             value.encode()
         except UnicodeEncodeError as error:
-            # A lone UTF-16 surrogate (JSON allows the escape "\ud800"): not a character.
-            raise InvalidInput(
-                f"{field} contains {value[error.start]!r}, half of a UTF-16 surrogate pair, "
-                "which is not a character and cannot be stored. Send the text as UTF-8."
-            ) from None
+            return f"{value[error.start]!r}, half of a UTF-16 surrogate pair,"
+    return None
+
+
+def check_length(value: str, *, field: str, limit: int) -> str:
+    """Text that fits its limit and can be stored."""
+    if problem := unstorable(value):
+        raise InvalidInput(
+            f"{field} contains {problem} which cannot be stored. Remove it and send the text again."
+        )
     if len(value) > limit:
         raise InvalidInput(
             f"{field} is {len(value):,} characters; the limit is {limit:,}. "

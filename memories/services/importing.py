@@ -32,7 +32,7 @@ from memories.services.exporting import CLOSING_PREFIX, EXPORT_FORMAT, MEMORY_PR
 from memories.services.normalise import normalise, normalise_list, normalise_stored
 from memories.services.snapshots import take_snapshot
 from memories.timeutil import parse_timestamp
-from memories.validation import coerce_bool
+from memories.validation import coerce_bool, unstorable
 
 # Reserved tags of the original Taproot.
 ARCHIVE_PENDING = "_archive_pending"
@@ -253,19 +253,10 @@ def _closing(
 
 
 def _refuse_unstorable(value: Any, label: str) -> None:
-    """Text no database can store (the NUL character, half a UTF-16 surrogate pair);
-    name the record that has it."""
+    """Text no database can store; name the record that has it."""
     if isinstance(value, str):
-        if "\x00" in value:
-            raise BadFile(f"{label} contains the NUL character (\\u0000), which cannot be stored")
-        if not value.isascii():
-            try:
-                value.encode()
-            except UnicodeEncodeError as error:
-                raise BadFile(
-                    f"{label} contains {value[error.start]!r}, half of a UTF-16 surrogate pair, "
-                    "which is not a character and cannot be stored"
-                ) from None
+        if problem := unstorable(value):
+            raise BadFile(f"{label} contains {problem} which cannot be stored")
     elif isinstance(value, dict):
         for item in value.values():
             _refuse_unstorable(item, label)

@@ -348,69 +348,40 @@ def test_query_scores_only_memories_that_share_a_token(user, make_memory, monkey
     assert seen == [2]
 
 
-def test_a_memory_deleted_after_ranking_is_skipped(user, make_memory, monkeypatch):
-    gone = make_memory(gist="Garden gone", salience="high")
-    kept = make_memory(gist="Garden kept")
-    real_rank_memories = recall_module.rank_memories
-
-    def rank_then_delete(*args, **kwargs):
-        ranked = real_rank_memories(*args, **kwargs)
-        Memory.objects.filter(pk=gone.pk).delete()  # as a concurrent request might
-        return ranked
-
-    monkeypatch.setattr(recall_module, "rank_memories", rank_then_delete)
-    reply = recall(owner=user, query="garden", now=LATER)
-    assert ids_of(reply) == [str(kept.pk)]
-    assert Memory.objects.get(pk=kept.pk).retrieval_count == 1
+def delete(memory):
+    Memory.objects.filter(pk=memory.pk).delete()
 
 
-def test_a_memory_deleted_before_strengthening_is_not_returned(user, make_memory, monkeypatch):
-    gone = make_memory(gist="Garden gone", salience="high")
-    kept = make_memory(gist="Garden kept")
-    real_strengthen = recall_module._strengthen
-
-    def delete_then_strengthen(*args, **kwargs):
-        Memory.objects.filter(pk=gone.pk).delete()  # as a concurrent request might
-        return real_strengthen(*args, **kwargs)
-
-    monkeypatch.setattr(recall_module, "_strengthen", delete_then_strengthen)
-    reply = recall(owner=user, query="garden", now=LATER)
-    assert reply["count"] == 1
-    assert ids_of(reply) == [str(kept.pk)]
-    assert reply["results"][0]["retrieval_count"] == 1
+def archive(memory):
+    Memory.objects.filter(pk=memory.pk).update(archived_at=LATER)
 
 
-def test_a_memory_archived_before_strengthening_is_not_returned_or_strengthened(
-    user, make_memory, monkeypatch
+@pytest.mark.parametrize("step", ["rank_memories", "_strengthen"])
+@pytest.mark.parametrize("take_away", [delete, archive])
+def test_a_memory_taken_away_meanwhile_is_neither_returned_nor_strengthened(
+    user, make_memory, monkeypatch, step, take_away
 ):
+    """Another request deletes or archives a memory after ranking read it, or just
+    before the strengthening update."""
     gone = make_memory(gist="Garden gone", salience="high")
     kept = make_memory(gist="Garden kept")
-    real_strengthen = recall_module._strengthen
+    real_step = getattr(recall_module, step)
 
-    def archive_then_strengthen(*args, **kwargs):
-        Memory.objects.filter(pk=gone.pk).update(archived_at=LATER)  # a concurrent request
-        return real_strengthen(*args, **kwargs)
+    def racing(*args, **kwargs):
+        if step == "_strengthen":
+            take_away(gone)
+        result = real_step(*args, **kwargs)
+        if step == "rank_memories":
+            take_away(gone)
+        return result
 
-    monkeypatch.setattr(recall_module, "_strengthen", archive_then_strengthen)
+    monkeypatch.setattr(recall_module, step, racing)
     reply = recall(owner=user, query="garden", now=LATER)
     assert ids_of(reply) == [str(kept.pk)]
-    assert Memory.objects.get(pk=gone.pk).retrieval_count == 0
+    assert reply["count"] == 1
+    assert reply["results"][0]["retrieval_count"] == 1
     assert Memory.objects.get(pk=kept.pk).retrieval_count == 1
-
-
-def test_a_memory_archived_after_ranking_is_skipped(user, make_memory, monkeypatch):
-    gone = make_memory(gist="Garden gone", salience="high")
-    kept = make_memory(gist="Garden kept")
-    real_rank_memories = recall_module.rank_memories
-
-    def rank_then_archive(*args, **kwargs):
-        ranked = real_rank_memories(*args, **kwargs)
-        Memory.objects.filter(pk=gone.pk).update(archived_at=LATER)
-        return ranked
-
-    monkeypatch.setattr(recall_module, "rank_memories", rank_then_archive)
-    assert ids_of(recall(owner=user, query="garden", now=LATER)) == [str(kept.pk)]
-    assert Memory.objects.get(pk=gone.pk).retrieval_count == 0
+    assert all(m.retrieval_count == 0 for m in Memory.objects.filter(pk=gone.pk))
 
 
 @pytest.mark.parametrize("since", ["", "   "])
