@@ -131,7 +131,8 @@ MAX_COUNT = 2**31 - 1
 
 def _count(value: Any) -> int:
     """A whole number from 0 to MAX_COUNT; anything else gets the default, 0."""
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,18}", value.strip()):
+        # ASCII digits only: str.isdigit also takes "²", which int() refuses.
         value = int(value.strip())
     if isinstance(value, float) and value.is_integer():
         value = int(value)

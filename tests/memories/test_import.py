@@ -332,7 +332,7 @@ def test_a_timestamp_outside_the_calendar_in_utc_is_refused_naming_the_record(
     assert table_state() == state
 
 
-@pytest.mark.parametrize("count", [2**31, 10**30, -1, "12x", 2.5])
+@pytest.mark.parametrize("count", [2**31, 10**30, -1, "12x", 2.5, "²", "9" * 5000])
 def test_a_count_that_cannot_be_stored_gets_its_default(user, count):
     record = {
         "id": str(A),
