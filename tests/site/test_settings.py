@@ -35,6 +35,7 @@ print(json.dumps({
     "REFLECT_MAX_TOKENS": settings.REFLECT_MAX_TOKENS,
     "DATABASE": str(settings.DATABASES["default"]["NAME"]),
     "ENGINE": settings.DATABASES["default"]["ENGINE"],
+    "POOL": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
 }))
 """
 
@@ -106,6 +107,14 @@ def test_loopback_clients_can_be_turned_on_or_off_explicitly():
     assert on["TAPROOT_ALLOW_LOOPBACK_CLIENTS"] is True
 
 
+def test_postgresql_connections_are_pooled_unless_the_pool_size_is_zero():
+    url = {"DATABASE_URL": "postgres://taproot@db.internal/taproot"}
+    assert loaded(url)["POOL"]["max_size"] == 10
+    assert loaded({**url, "TAPROOT_DB_POOL_SIZE": "4"})["POOL"]["max_size"] == 4
+    assert loaded({**url, "TAPROOT_DB_POOL_SIZE": "0"})["POOL"] is None
+    assert loaded({"TAPROOT_DB_POOL_SIZE": "4"})["POOL"] is None  # SQLite has no pool
+
+
 @pytest.mark.parametrize("secret", [None, "", "   "])
 def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
     env = {"DEBUG": "0"} if secret is None else {"DEBUG": "0", "SECRET_KEY": secret}
@@ -121,6 +130,7 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
         ({"DEBUG": "maybe"}, "DEBUG must be 1 or 0"),
         ({"CATALOG_WINDOW_DAYS": "a month"}, "CATALOG_WINDOW_DAYS must be a whole number"),
         ({"REFLECT_MAX_TOKENS": "-5"}, "REFLECT_MAX_TOKENS must be at least"),
+        ({"TAPROOT_DB_POOL_SIZE": "ten"}, "TAPROOT_DB_POOL_SIZE must be a whole number"),
     ],
 )
 def test_malformed_values_refuse_to_start_naming_the_variable(env, says):
