@@ -7,7 +7,8 @@ calls), so the sidebar can never show something other than what Claude loads.
 from dataclasses import dataclass
 from typing import Any
 
-from memories.payload import CATEGORIES, CatalogEntry, ReflectPayload, home_category
+from memories.payload import CatalogEntry, ReflectPayload
+from memories.vocabulary import CATEGORY_ORDER, home_category
 
 NEAR_BUDGET_SHARE = 0.8
 
@@ -93,7 +94,7 @@ class Preview:
 
 def build_preview(reflect: ReflectPayload) -> Preview:
     payload = reflect.payload
-    lines: dict[str, list[CatalogEntry]] = {c: [] for c in CATEGORIES}
+    lines: dict[str, list[CatalogEntry]] = {c: [] for c in CATEGORY_ORDER}
     for entry in reflect.included:
         lines[home_category(entry.category)].append(entry)
     cut = payload["budget"]["cut"]
@@ -105,6 +106,6 @@ def build_preview(reflect: ReflectPayload) -> Preview:
             omitted_by_window=payload["catalog_omitted"][category] - cut[category],
             cut_by_budget=cut[category],
         )
-        for category in CATEGORIES
+        for category in CATEGORY_ORDER
     ]
     return Preview(reflect=reflect, categories=categories)

@@ -17,9 +17,7 @@ from mcp_bridge.replies import run_tool
 from memories import services
 from memories.services.curation import FORGET_ACTIONS
 from memories.validation import (
-    CATEGORY_VALUES,
     DEFAULT_RECALL_LIMIT,
-    EPISTEMIC_VALUES,
     MAX_CONTENT,
     MAX_GIST,
     MAX_ITEM_LENGTH,
@@ -30,8 +28,8 @@ from memories.validation import (
     MAX_RECALL_LIMIT,
     MAX_REFLECTION,
     MAX_TITLE,
-    SALIENCE_VALUES,
 )
+from memories.vocabulary import CATEGORY_VALUES, EPISTEMIC_VALUES, SALIENCE_VALUES
 
 # --- parameter types -----------------------------------------------------------------
 

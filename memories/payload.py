@@ -12,18 +12,7 @@ from typing import Any
 
 from memories.jsonutil import dumps
 from memories.timeutil import day, isoformat, micros
-
-CATEGORIES: tuple[str, ...] = ("identity", "relationship", "active_thread", "error", "episodic")
-SALIENCE_ORDER = {"high": 0, "medium": 1, "low": 2}
-# Drifted categories are shown where migrate would put them.
-_LEGACY_HOME = {
-    "active_threads": "active_thread",
-    "identity_observations": "identity",
-    "relationship_texture": "relationship",
-    "event": "episodic",
-    "project": "active_thread",
-    "completed_project": "episodic",
-}
+from memories.vocabulary import CATEGORY_ORDER, home_category, salience_rank
 
 USAGE_NOTE = (
     "Two tiers. core_memories are loaded in full every time: who you are, who you are "
@@ -33,17 +22,6 @@ USAGE_NOTE = (
     "everything, including what the catalog leaves out, with taproot_recall(query=...) or "
     "taproot_recall(category=...)."
 )
-
-
-def home_category(category: str) -> str:
-    folded = category.strip().lower()
-    if folded in CATEGORIES:
-        return folded
-    return _LEGACY_HOME.get(folded, "error")
-
-
-def _salience_rank(salience: str) -> int:
-    return SALIENCE_ORDER.get(salience, len(SALIENCE_ORDER))
 
 
 @dataclass(frozen=True)
@@ -133,7 +111,7 @@ def max_catalog_lines(max_tokens: int) -> int:
 
 def catalog_order(entry: CatalogEntry) -> tuple[int, int, str]:
     """Salience high to low, then last touch newest first, then id."""
-    return (_salience_rank(entry.salience), -micros(entry.last_touch), entry.id)
+    return (salience_rank(entry.salience), -micros(entry.last_touch), entry.id)
 
 
 @dataclass(frozen=True)
@@ -161,13 +139,13 @@ def build_reflect_payload(
     the caller did not read because they come after `max_catalog_lines` in catalog
     order: they are cut whatever happens.
     """
-    core_by_category: dict[str, list[CoreEntry]] = {c: [] for c in CATEGORIES}
+    core_by_category: dict[str, list[CoreEntry]] = {c: [] for c in CATEGORY_ORDER}
     for entry in core:
         core_by_category[home_category(entry.category)].append(entry)
     core_memories = {}
     for category, entries in core_by_category.items():
         entries.sort(key=lambda e: (-micros(e.updated_at), e.id))
-        entries.sort(key=lambda e: _salience_rank(e.salience))
+        entries.sort(key=lambda e: salience_rank(e.salience))
         core_memories[category] = [e.slim() for e in entries]
     core_count = sum(len(v) for v in core_memories.values())
 
@@ -176,16 +154,16 @@ def build_reflect_payload(
     homes = [home_category(entry.category) for entry in lines]
     texts = [entry.line() for entry in lines]
     closing_items = [c.slim() for c in closings]
-    base_omitted = dict.fromkeys(CATEGORIES, 0)
+    base_omitted = dict.fromkeys(CATEGORY_ORDER, 0)
     for category, count in omitted.items():
         base_omitted[home_category(category)] += int(count)
-    always_cut = dict.fromkeys(CATEGORIES, 0)
+    always_cut = dict.fromkeys(CATEGORY_ORDER, 0)
     for category, count in (unlisted or {}).items():
         always_cut[home_category(category)] += int(count)
 
     def render(n_cut: int) -> _Rendered:
         kept = len(lines) - n_cut
-        grouped: dict[str, list[str]] = {c: [] for c in CATEGORIES}
+        grouped: dict[str, list[str]] = {c: [] for c in CATEGORY_ORDER}
         cut_counts = dict(always_cut)
         for index, home in enumerate(homes):
             if index < kept:
@@ -199,7 +177,7 @@ def build_reflect_payload(
             "core_count": core_count,
             "catalog": grouped,
             "catalog_count": kept,
-            "catalog_omitted": {c: base_omitted[c] + cut_counts[c] for c in CATEGORIES},
+            "catalog_omitted": {c: base_omitted[c] + cut_counts[c] for c in CATEGORY_ORDER},
             "catalog_note": catalog_note(
                 omitted=sum(base_omitted.values()),
                 cut=sum(cut_counts.values()),

@@ -17,6 +17,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from memories.timeutil import micros
+from memories.vocabulary import HIGH, LOW, MEDIUM
 
 TOKEN_RE = re.compile(r"[a-z0-9']+")
 SECONDS_PER_DAY = 86_400.0
@@ -35,7 +36,7 @@ class ActivationConfig:
     keyword_hit: float = 1.0
     content_hit: float = 0.35
     salience_scores: dict[str, float] = field(
-        default_factory=lambda: {"high": 1.0, "medium": 0.6, "low": 0.3}
+        default_factory=lambda: {HIGH: 1.0, MEDIUM: 0.6, LOW: 0.3}
     )
 
 
@@ -155,7 +156,7 @@ def activation(
         config=config,
     )
     score += config.salience_weight * config.salience_scores.get(
-        salience, config.salience_scores["medium"]
+        salience, config.salience_scores[MEDIUM]
     )
     if relevance_value is not None:
         score += config.relevance_weight * relevance_value

@@ -5,15 +5,21 @@ InvalidInput with a message that says what to send instead.
 """
 
 import json
-import re
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from memories.errors import InvalidInput
-from memories.models import Category, EpistemicStatus, Salience
 from memories.timeutil import parse_timestamp
+from memories.vocabulary import (
+    CATEGORY_VALUES,
+    EPISTEMIC_VALUES,
+    LEGACY_CATEGORIES,
+    NUMERIC_SALIENCE,
+    SALIENCE_VALUES,
+    whole_number,
+)
 
 MAX_CONTENT = 20_000
 MAX_GIST = 300
@@ -32,22 +38,6 @@ MAX_QUERY = 10_000
 MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 5
 
-# Category names older Taproot versions wrote, and where they belong now.
-LEGACY_CATEGORIES = {
-    "active_threads": Category.ACTIVE_THREAD,
-    "identity_observations": Category.IDENTITY,
-    "relationship_texture": Category.RELATIONSHIP,
-    "event": Category.EPISODIC,
-    "project": Category.ACTIVE_THREAD,
-    "completed_project": Category.EPISODIC,
-    "undefined": Category.ERROR,
-}
-NUMERIC_SALIENCE = {"3": Salience.HIGH, "2": Salience.MEDIUM, "1": Salience.LOW}
-
-CATEGORY_VALUES = [c.value for c in Category]
-SALIENCE_VALUES = [s.value for s in Salience]
-EPISTEMIC_VALUES = [e.value for e in EpistemicStatus]
-
 
 def _folded(value: Any) -> str | None:
     return value.strip().lower() if isinstance(value, str) else None
@@ -63,7 +53,7 @@ def coerce_category(value: Any, *, field: str = "category") -> tuple[str, str | 
     if folded in CATEGORY_VALUES:
         return folded, None
     if folded in LEGACY_CATEGORIES:
-        canonical = LEGACY_CATEGORIES[folded].value
+        canonical = LEGACY_CATEGORIES[folded]
         return canonical, f"{field} {value!r} is a legacy name; stored as {canonical!r}."
     raise InvalidInput(f"{field} must be one of {_allowed(CATEGORY_VALUES)} (got {value!r}).")
 
@@ -78,7 +68,7 @@ def coerce_salience(value: Any, *, field: str = "salience") -> tuple[str, str | 
     if folded in SALIENCE_VALUES:
         return folded, None
     if folded in NUMERIC_SALIENCE:
-        canonical = NUMERIC_SALIENCE[folded].value
+        canonical = NUMERIC_SALIENCE[folded]
         return canonical, f"{field} {value!r} is numeric; stored as {canonical!r}."
     raise InvalidInput(f"{field} must be one of {_allowed(SALIENCE_VALUES)} (got {value!r}).")
 
@@ -103,11 +93,6 @@ def coerce_bool(value: Any, *, field: str) -> bool:
     raise InvalidInput(f"{field} must be true or false (got {value!r}).")
 
 
-# ASCII digits only (str.isdigit also takes "²", which int() refuses), and few enough
-# that int() never meets Python's limit on long digit strings.
-_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,18}")
-
-
 def coerce_int(value: Any, *, field: str, minimum: int, maximum: int) -> int:
     if isinstance(value, bool):
         number = None
@@ -115,8 +100,8 @@ def coerce_int(value: Any, *, field: str, minimum: int, maximum: int) -> int:
         number = value
     elif isinstance(value, float) and value.is_integer():
         number = int(value)
-    elif isinstance(value, str) and _WHOLE_NUMBER.fullmatch(value.strip()):
-        number = int(value.strip())
+    elif isinstance(value, str):
+        number = whole_number(value)
     else:
         number = None
     if number is None or not minimum <= number <= maximum:

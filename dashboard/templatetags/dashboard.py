@@ -5,7 +5,7 @@ from urllib.parse import urlsplit
 
 from django import template
 
-from memories.payload import home_category as payload_home_category
+from memories.vocabulary import home_category as vocabulary_home_category
 
 register = template.Library()
 
@@ -28,7 +28,7 @@ def http_url(value: Any) -> str:
 @register.filter
 def home_category(value: Any) -> str:
     """The canonical category a (possibly drifted) one is shown as, for colours."""
-    return payload_home_category(value) if isinstance(value, str) else "error"
+    return vocabulary_home_category(value) if isinstance(value, str) else "error"
 
 
 @register.filter

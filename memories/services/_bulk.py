@@ -1,7 +1,6 @@
 """Helpers for the bulk writes of migrate, import and restore: revisions as unsaved rows
 (for bulk_create) and re-indexing in batches."""
 
-import copy
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -9,24 +8,16 @@ from typing import Any
 from django.db import connection, models
 
 from memories.indexing import reindex
-from memories.models import TRACKED_FIELDS, Memory, Revision
-from memories.timeutil import isoformat
+from memories.models import Memory, Revision
 
 WRITE_BATCH = 500
-
-
-def stored_state(memory: Memory) -> dict[str, Any]:
-    """The tracked fields as a revision keeps them, drifted values kept as stored."""
-    state = {name: copy.deepcopy(getattr(memory, name)) for name in TRACKED_FIELDS}
-    state["archived_at"] = isoformat(memory.archived_at)
-    return state
 
 
 def revision_for(
     memory: Memory, before: dict[str, Any], *, source: str, action: str, now: datetime
 ) -> Revision | None:
     """An unsaved revision of this change when a tracked field changed, else None."""
-    after = stored_state(memory)
+    after = memory.tracked_state()
     changed = [name for name in after if after[name] != before.get(name)]
     if not changed:
         return None

@@ -25,7 +25,6 @@ from memories.services._bulk import (
     reindex_in_batches,
     revision_for,
     save_revisions,
-    stored_state,
 )
 from memories.services._common import last_touch_of, now_or
 from memories.services.exporting import CLOSING_PREFIX, EXPORT_FORMAT, MEMORY_PREFIX
@@ -376,7 +375,7 @@ def _load(incoming: Incoming, *, owner_id: int, now: datetime) -> dict[str, Any]
             owner_id, source=ChangeSource.IMPORT, now=now, snapshot_reason=None
         ).migrated
         for memory in new_memories:
-            before = stored_state(memory)
+            before = memory.tracked_state()
             quirks = apply_original_quirks(memory)
             if normalise(memory) or quirks:
                 normalised += 1

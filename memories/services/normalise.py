@@ -23,18 +23,18 @@ from memories.services._bulk import (
     reindex_in_batches,
     revision_for,
     save_revisions,
-    stored_state,
     update_rows,
 )
 from memories.services._common import last_touch_of, now_or
 from memories.services.snapshots import take_snapshot
-from memories.validation import (
+from memories.validation import MAX_GIST
+from memories.vocabulary import (
     CATEGORY_VALUES,
     EPISTEMIC_VALUES,
     LEGACY_CATEGORIES,
-    MAX_GIST,
     NUMERIC_SALIENCE,
     SALIENCE_VALUES,
+    whole_number,
 )
 
 AUTO_GIST_WORDS = 15
@@ -81,7 +81,7 @@ def normalise_category(value: Any) -> str:
     if folded in CATEGORY_VALUES:
         return folded
     if folded in LEGACY_CATEGORIES:
-        return LEGACY_CATEGORIES[folded].value
+        return LEGACY_CATEGORIES[folded]
     return Category.ERROR.value
 
 
@@ -94,7 +94,7 @@ def normalise_salience(value: Any) -> str:
     if folded in SALIENCE_VALUES:
         return folded
     if folded in NUMERIC_SALIENCE:
-        return NUMERIC_SALIENCE[folded].value
+        return NUMERIC_SALIENCE[folded]
     return Salience.MEDIUM.value
 
 
@@ -131,9 +131,8 @@ MAX_COUNT = 2**31 - 1
 
 def _count(value: Any) -> int:
     """A whole number from 0 to MAX_COUNT; anything else gets the default, 0."""
-    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,18}", value.strip()):
-        # ASCII digits only: str.isdigit also takes "²", which int() refuses.
-        value = int(value.strip())
+    if isinstance(value, str):
+        value = whole_number(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
@@ -200,7 +199,7 @@ def write_changes(changes: list[Change], *, source: str, now: datetime) -> None:
     save_revisions(
         [
             revision_for(
-                c.memory, stored_state(c.original), source=source, action="normalise", now=now
+                c.memory, c.original.tracked_state(), source=source, action="normalise", now=now
             )
             for c in changes
         ]

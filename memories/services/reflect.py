@@ -7,16 +7,15 @@ from typing import Any
 from memories.conf import catalog_window_days, reflect_max_tokens
 from memories.models import Closing, Memory
 from memories.payload import (
-    CATEGORIES,
     CatalogEntry,
     ClosingEntry,
     CoreEntry,
     ReflectPayload,
     build_reflect_payload,
-    home_category,
     max_catalog_lines,
 )
 from memories.services._common import now_or
+from memories.vocabulary import CATEGORY_ORDER, home_category
 
 RECENT_CLOSINGS = 3
 
@@ -92,7 +91,7 @@ def status(*, owner: Any, now: datetime | None = None) -> dict[str, Any]:
     payload = reflect(owner=owner, now=now)
     memories = Memory.objects.for_owner(owner)
     totals = memories.state_counts()
-    live_by_category = {c: 0 for c in CATEGORIES}
+    live_by_category = {c: 0 for c in CATEGORY_ORDER}
     for category, count in memories.live().category_counts().items():
         live_by_category[home_category(category)] += count
     omitted = sum(payload.payload["catalog_omitted"].values())

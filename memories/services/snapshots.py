@@ -32,7 +32,6 @@ from memories.services._bulk import (
     reindex_in_batches,
     revision_for,
     save_revisions,
-    stored_state,
     update_rows,
 )
 from memories.services._common import last_touch_of, now_or
@@ -138,7 +137,7 @@ def restore_snapshot(
         revisions = []
         for memory in memories:
             if memory.pk in present:
-                before = stored_state(present[memory.pk])
+                before = present[memory.pk].tracked_state()
                 revisions.append(
                     revision_for(
                         memory,

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from memories.models import CATEGORY_ORDER, ChangeSource
+from memories.models import ChangeSource
 from memories.services import archive, close
+from memories.vocabulary import CATEGORY_ORDER
 from tests.dashboard.conftest import htmx
 
 STATIC = Path(__file__).resolve().parents[2] / "static" / "css"

@@ -9,7 +9,6 @@ import pytest
 
 from memories.jsonutil import dumps
 from memories.payload import (
-    CATEGORIES,
     USAGE_NOTE,
     CatalogEntry,
     ClosingEntry,
@@ -18,6 +17,7 @@ from memories.payload import (
     catalog_note,
     estimate_tokens,
 )
+from memories.vocabulary import CATEGORY_ORDER as CATEGORIES
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 PAYLOAD_KEYS = [

@@ -7,8 +7,8 @@ from django.test import override_settings
 
 from memories.jsonutil import dumps
 from memories.models import Closing, Memory
-from memories.payload import CATEGORIES
 from memories.services import reflect
+from memories.vocabulary import CATEGORY_ORDER as CATEGORIES
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 
 from memories.errors import InvalidInput
-from memories.models import TRACKED_FIELDS, ChangeSource, Memory, Revision
+from memories.models import ChangeSource, Memory, Revision
 from memories.services import (
     archive,
     compress,
@@ -15,6 +15,7 @@ from memories.services import (
     set_curation,
     unarchive,
 )
+from memories.vocabulary import TRACKED_FIELDS
 from tests.conftest import NOW
 from tests.memories.conftest import memory_state
 
