@@ -36,7 +36,8 @@ MSG
     return 1
 }
 
-# Create .venv if needed and (re)install the project whenever pyproject.toml changes.
+# Create .venv if needed and (re)install the project whenever pyproject.toml or
+# constraints.txt (the exact versions; scripts/refresh-constraints rewrites it) changes.
 ensure_venv() {
     local extras="${1:-}" python stamp hash want installed
     if [ ! -x "$VENV/bin/python" ] || ! _python_ok "$VENV/bin/python"; then
@@ -46,7 +47,7 @@ ensure_venv() {
         "$python" -m venv "$VENV" || return 1
     fi
     stamp="$VENV/.taproot-installed"
-    hash="$(sha256sum "$TAPROOT_ROOT/pyproject.toml" | cut -d' ' -f1)"
+    hash="$(cat "$TAPROOT_ROOT/pyproject.toml" "$TAPROOT_ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)"
     want="$hash[$extras]"
     installed="$(cat "$stamp" 2>/dev/null || true)"
     # An install with extras also serves a request without them, so running the server
@@ -54,7 +55,8 @@ ensure_venv() {
     if [ "$installed" != "$want" ] && { [ -n "$extras" ] || [ "${installed%%\[*}" != "$hash" ]; }; then
         echo "Installing Taproot${extras:+ with [$extras]} into $VENV ..." >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2 || return 1
-        "$VENV/bin/python" -m pip install --quiet -e "$TAPROOT_ROOT${extras:+[$extras]}" >&2 || return 1
+        "$VENV/bin/python" -m pip install --quiet -c "$TAPROOT_ROOT/constraints.txt" \
+            -e "$TAPROOT_ROOT${extras:+[$extras]}" >&2 || return 1
         echo "$want" > "$stamp"
     fi
 }
