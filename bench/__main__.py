@@ -133,7 +133,7 @@ def run_child(args: list[str], out: Path) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-m", "bench.child", *args, "--out", str(out)], cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"bench.child {args[0]} failed (exit {done.returncode})")
-    result = json.loads(out.read_text())
+    result: dict[str, Any] = json.loads(out.read_text())
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
     result["load_average"] = {"before": before, "after": load_average()}
     return result

@@ -50,7 +50,8 @@ def unavailable_reason() -> str | None:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def public_url(port: int) -> str:

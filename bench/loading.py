@@ -59,7 +59,9 @@ def memory_row(memory: SyntheticMemory, owner: Any) -> Memory:
     return row
 
 
-def _insert(model: type[models.Model], columns: Sequence[str], values: list[tuple]) -> None:
+def _insert(
+    model: type[models.Model], columns: Sequence[str], values: list[tuple[Any, ...]]
+) -> None:
     """Write ready database values in one statement, skipping the ORM's per-row work."""
     if not values:
         return
@@ -81,8 +83,8 @@ def load_bulk(memories: Sequence[SyntheticMemory], users: dict[str, Any]) -> Non
     memory_field = MemoryToken._meta.get_field("memory")
     for start in range(0, len(memories), BULK_BATCH):
         rows = [memory_row(m, users[m.owner]) for m in memories[start : start + BULK_BATCH]]
-        tokens: list[tuple] = []
-        tags: list[tuple] = []
+        tokens: list[tuple[Any, ...]] = []
+        tags: list[tuple[Any, ...]] = []
         for row in rows:
             memory_id = memory_field.get_db_prep_save(row.pk, connection)
             row_tokens, row_tags = index_rows(row)

@@ -206,8 +206,7 @@ def score_question(
     ranked: Sequence[str], evidence: frozenset[str], coverage: dict[str, frozenset[str]]
 ) -> dict[str, float]:
     """R@5, R@10 and MRR@10 of one ranked list (duplicates count once, unknown ids miss)."""
-    seen: set[str] = set()
-    unique = [k for k in ranked if not (k in seen or seen.add(k))]
+    unique = list(dict.fromkeys(ranked))
     scores: dict[str, float] = {}
     for k in RECALL_AT:
         covered: set[str] = set()

@@ -129,7 +129,8 @@ def service_section(results: dict[str, Any]) -> str:
 def _median(run: dict[str, Any], name: str) -> float | None:
     for op in run["operations"]:
         if op["operation"] == name:
-            return op["median_ms"]
+            median: float = op["median_ms"]
+            return median
     return None
 
 
@@ -282,7 +283,7 @@ def http_section(results: dict[str, Any]) -> str:
             rows,
         )
     )
-    rows = [
+    throughput = [
         (
             BACKEND_LABELS.get(r["backend"], r["backend"]),
             r.get("mix", "conversation"),
@@ -295,7 +296,7 @@ def http_section(results: dict[str, Any]) -> str:
         )
         for r in http.get("throughput", [])
     ]
-    if rows:
+    if throughput:
         parts.append(
             table(
                 (
@@ -308,7 +309,7 @@ def http_section(results: dict[str, Any]) -> str:
                     "p95 ms",
                     "errors",
                 ),
-                rows,
+                throughput,
             )
         )
     return "\n\n".join(parts)

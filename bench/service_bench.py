@@ -22,8 +22,9 @@ from bench.queries import BANDS, QUERY_SIZES, QueryPools, query_pools
 from bench.synthetic import SyntheticStore, fresh_memories, generate_store
 from bench.timing import RunPlan, measure, summarise
 from memories import services
-from memories.models import CATEGORY_ORDER, Memory, MemoryTag, MemoryToken
+from memories.models import Memory, MemoryTag, MemoryToken
 from memories.services.recall import parse_filters, rank_memories
+from memories.vocabulary import CATEGORY_ORDER
 
 RECALL_BY_IDS = 5
 
@@ -100,6 +101,10 @@ def operations(
         Operation("reflect", "reflect", lambda i: services.reflect(owner=owner)),
         Operation("status", "status", lambda i: services.status(owner=owner)),
     ]
+
+    def recall_query(band: str, size: int) -> Callable[[int], object]:
+        return lambda i: services.recall(owner=owner, query=pools.pick(band, size, i))
+
     for band in BANDS:
         for size in QUERY_SIZES:
             pool = pools.queries[band][size]
@@ -110,9 +115,7 @@ def operations(
                 Operation(
                     f"recall, {size}-word query, {band} words",
                     "recall",
-                    lambda i, band=band, size=size: services.recall(
-                        owner=owner, query=pools.pick(band, size, i)
-                    ),
+                    recall_query(band, size),
                     band=band,
                     query_words=size,
                     candidates=sum(_candidates(owner, now, query=q) for q in sample) / len(sample),

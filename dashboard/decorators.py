@@ -7,8 +7,23 @@ from typing import Any
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
+
+from memories.models import User
 
 View = Callable[..., HttpResponse]
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request HtmxMiddleware has seen."""
+
+    htmx: HtmxDetails
+
+
+class DashboardRequest(HtmxHttpRequest):
+    """What a view behind login_required receives: the user is logged in."""
+
+    user: User
 
 
 def login_required(view: View) -> View:
@@ -19,7 +34,7 @@ def login_required(view: View) -> View:
     """
 
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.user.is_authenticated:
             return view(request, *args, **kwargs)
         if request.htmx:

@@ -4,9 +4,11 @@ from collections.abc import Callable
 from datetime import datetime
 
 from django import forms
+from django.http import QueryDict
 
-from memories.models import CATEGORY_ORDER, MemoryQuerySet, Salience, Tier
+from memories.models import MemoryQuerySet, Salience, Tier
 from memories.validation import MAX_GIST
+from memories.vocabulary import CATEGORY_ORDER
 
 CATEGORY_CHOICES = [(c, c.replace("_", " ")) for c in CATEGORY_ORDER]
 SALIENCE_CHOICES = [(s.value, s.value) for s in Salience]
@@ -26,6 +28,8 @@ DEFAULT_SORT = "recent"
 
 class MemoryFilterForm(forms.Form):
     """What the memory list shows. Invalid fields are reported and left out of the filter."""
+
+    data: QueryDict  # request.GET, which query_string() encodes again
 
     category = forms.MultipleChoiceField(
         choices=CATEGORY_CHOICES, required=False, widget=forms.CheckboxSelectMultiple

@@ -6,15 +6,26 @@ double-encoded lists). So every parameter here accepts anything, and its JSON sc
 (enum, bounds, description) is declared with `WithJsonSchema`; memories.validation
 does the real checking and the tools answer in the project's JSON error shape.
 
-Text parameters are annotated `str` on purpose: the SDK JSON-decodes string values of
-non-`str` parameters, which would turn a memory whose content happens to be JSON into
-an object.
+Tools annotate a parameter `Annotated[Text, text(...)]` (text) or `Annotated[Any,
+string_list(...)]` (anything else). Text parameters are `str` to the SDK on purpose: it
+JSON-decodes string values of non-`str` parameters, which would turn a memory whose
+content happens to be JSON into an object.
 """
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from pydantic import PlainValidator, WithJsonSchema
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, PlainValidator, WithJsonSchema
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+if TYPE_CHECKING:
+    # What a text parameter holds when the tool runs: what was sent, or None.
+    Text: TypeAlias = str | None
+else:
+    # Exactly `str` for the SDK, which JSON-decodes string values of any other type.
+    Text = str
 
 
 def _as_sent(value: Any) -> Any:
@@ -24,37 +35,55 @@ def _as_sent(value: Any) -> Any:
 _AS_SENT = PlainValidator(_as_sent)
 
 
-def text(description: str, *, max_length: int | None = None, fmt: str | None = None) -> Any:
+@dataclass(frozen=True)
+class Sent:
+    """`Annotated` metadata of a parameter: the value reaches the tool as sent, and the
+    tool list advertises `schema` for it."""
+
+    schema: dict[str, Any]
+
+    def __get_pydantic_core_schema__(
+        self, source_type: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return _AS_SENT.__get_pydantic_core_schema__(source_type, handler)
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return WithJsonSchema(self.schema).__get_pydantic_json_schema__(core_schema, handler)
+
+
+def text(description: str, *, max_length: int | None = None, fmt: str | None = None) -> Sent:
     schema: dict[str, Any] = {"type": "string", "description": description}
     if max_length is not None:
         schema["maxLength"] = max_length
     if fmt is not None:
         schema["format"] = fmt
-    return Annotated[str, _AS_SENT, WithJsonSchema(schema)]
+    return Sent(schema)
 
 
-def choice(values: Sequence[str], description: str) -> Any:
-    schema = {"type": "string", "enum": list(values), "description": description}
-    return Annotated[str, _AS_SENT, WithJsonSchema(schema)]
+def choice(values: Sequence[str], description: str) -> Sent:
+    return Sent({"type": "string", "enum": list(values), "description": description})
 
 
 def string_list(
     description: str, *, max_items: int, max_length: int | None = None, fmt: str | None = None
-) -> Any:
+) -> Sent:
     items: dict[str, Any] = {"type": "string"}
     if max_length is not None:
         items["maxLength"] = max_length
     if fmt is not None:
         items["format"] = fmt
-    schema = {"type": "array", "items": items, "maxItems": max_items, "description": description}
-    return Annotated[Any, _AS_SENT, WithJsonSchema(schema)]
+    return Sent(
+        {"type": "array", "items": items, "maxItems": max_items, "description": description}
+    )
 
 
-def boolean(description: str) -> Any:
-    return Annotated[Any, _AS_SENT, WithJsonSchema({"type": "boolean", "description": description})]
+def boolean(description: str) -> Sent:
+    return Sent({"type": "boolean", "description": description})
 
 
-def integer(description: str, *, minimum: int, maximum: int, default: int | None = None) -> Any:
+def integer(description: str, *, minimum: int, maximum: int, default: int | None = None) -> Sent:
     schema: dict[str, Any] = {
         "type": "integer",
         "minimum": minimum,
@@ -63,7 +92,7 @@ def integer(description: str, *, minimum: int, maximum: int, default: int | None
     }
     if default is not None:
         schema["default"] = default
-    return Annotated[Any, _AS_SENT, WithJsonSchema(schema)]
+    return Sent(schema)
 
 
 def tidy_input_schema(schema: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from oauth2_provider.models import get_access_token_model
+from pydantic import AnyHttpUrl
 
 MCP_SCOPE = "mcp"
 # Far longer than any token django-oauth-toolkit issues; anything longer is not ours.
@@ -79,8 +80,8 @@ class DjangoTokenVerifier(TokenVerifier):
 def auth_settings() -> AuthSettings:
     """The SDK's resource-server settings; its 401 challenge points at our metadata."""
     return AuthSettings(
-        issuer_url=settings.TAPROOT_PUBLIC_URL,
-        resource_server_url=mcp_resource_url(),
+        issuer_url=AnyHttpUrl(settings.TAPROOT_PUBLIC_URL),
+        resource_server_url=AnyHttpUrl(mcp_resource_url()),
         required_scopes=[MCP_SCOPE],
         validate_token_resource=True,
     )

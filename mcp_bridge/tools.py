@@ -6,7 +6,7 @@ and refuse bad input with messages written for the model.
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, TypeAlias
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
@@ -33,17 +33,25 @@ from memories.vocabulary import CATEGORY_VALUES, EPISTEMIC_VALUES, SALIENCE_VALU
 
 # --- parameter types -----------------------------------------------------------------
 
-Category = arg.choice(
-    CATEGORY_VALUES,
-    "identity: who you are and how you work. relationship: who the user is and how you "
-    "work together. active_thread: ongoing projects and open questions. episodic: "
-    "events, what happened when. error: mistakes and their corrections.",
-)
-Salience = arg.choice(
-    SALIENCE_VALUES,
-    "How much this matters. High-salience memories stay in the catalog however old.",
-)
-MemoryId = arg.text("A memory id (UUID), as shown in the catalog or returned by a tool.")
+Category: TypeAlias = Annotated[
+    arg.Text,
+    arg.choice(
+        CATEGORY_VALUES,
+        "identity: who you are and how you work. relationship: who the user is and how you "
+        "work together. active_thread: ongoing projects and open questions. episodic: "
+        "events, what happened when. error: mistakes and their corrections.",
+    ),
+]
+Salience: TypeAlias = Annotated[
+    arg.Text,
+    arg.choice(
+        SALIENCE_VALUES,
+        "How much this matters. High-salience memories stay in the catalog however old.",
+    ),
+]
+MemoryId: TypeAlias = Annotated[
+    arg.Text, arg.text("A memory id (UUID), as shown in the catalog or returned by a tool.")
+]
 
 
 # --- the tools -----------------------------------------------------------------------
@@ -60,45 +68,75 @@ async def taproot_reflect(ctx: Context) -> CallToolResult:
 async def taproot_remember(
     ctx: Context,
     category: Category = None,
-    content: arg.text(
-        "The memory in full, written so that a later conversation understands it without this one.",
-        max_length=MAX_CONTENT,
-    ) = None,
-    gist: arg.text(
-        "One line of about 15 words that stands for the memory in the catalog. Required "
-        "when creating: write it now, while the context is fresh.",
-        max_length=MAX_GIST,
-    ) = None,
+    content: Annotated[
+        arg.Text,
+        arg.text(
+            "The memory in full, written so that a later conversation understands it "
+            "without this one.",
+            max_length=MAX_CONTENT,
+        ),
+    ] = None,
+    gist: Annotated[
+        arg.Text,
+        arg.text(
+            "One line of about 15 words that stands for the memory in the catalog. Required "
+            "when creating: write it now, while the context is fresh.",
+            max_length=MAX_GIST,
+        ),
+    ] = None,
     salience: Salience = None,
-    core: arg.boolean(
-        "Load this memory in full at the start of every conversation. Keep that tier small."
-    ) = None,
-    epistemic_status: arg.choice(
-        EPISTEMIC_VALUES,
-        "How sure this is: observed (seen directly), inferred, replicated (confirmed "
-        "again), contested, unvalidated (the default).",
-    ) = None,
-    provenance: arg.text("Where this came from, if that matters later.") = None,
-    tags: arg.string_list(
-        "Short labels for filtering with taproot_recall(tags=...).",
-        max_items=MAX_LIST_ITEMS,
-        max_length=MAX_ITEM_LENGTH,
-    ) = None,
-    linked_memories: arg.string_list(
-        "Ids of your related memories.", max_items=MAX_LINKS, fmt="uuid"
-    ) = None,
-    conversation_id: arg.text("An identifier of this conversation, if you have one.") = None,
-    transcript_ref: arg.text("A reference to a transcript, if there is one.") = None,
-    conversation_url: arg.text("The URL of this conversation, if known.") = None,
-    search_keywords: arg.string_list(
-        "Extra words a later search should find this memory by (synonyms, names).",
-        max_items=MAX_LIST_ITEMS,
-        max_length=MAX_ITEM_LENGTH,
-    ) = None,
-    update_id: arg.text(
-        "Give the id of an existing memory to update it instead of creating a new one; "
-        "only the fields you send change."
-    ) = None,
+    core: Annotated[
+        Any,
+        arg.boolean(
+            "Load this memory in full at the start of every conversation. Keep that tier small."
+        ),
+    ] = None,
+    epistemic_status: Annotated[
+        arg.Text,
+        arg.choice(
+            EPISTEMIC_VALUES,
+            "How sure this is: observed (seen directly), inferred, replicated (confirmed "
+            "again), contested, unvalidated (the default).",
+        ),
+    ] = None,
+    provenance: Annotated[
+        arg.Text, arg.text("Where this came from, if that matters later.")
+    ] = None,
+    tags: Annotated[
+        Any,
+        arg.string_list(
+            "Short labels for filtering with taproot_recall(tags=...).",
+            max_items=MAX_LIST_ITEMS,
+            max_length=MAX_ITEM_LENGTH,
+        ),
+    ] = None,
+    linked_memories: Annotated[
+        Any, arg.string_list("Ids of your related memories.", max_items=MAX_LINKS, fmt="uuid")
+    ] = None,
+    conversation_id: Annotated[
+        arg.Text, arg.text("An identifier of this conversation, if you have one.")
+    ] = None,
+    transcript_ref: Annotated[
+        arg.Text, arg.text("A reference to a transcript, if there is one.")
+    ] = None,
+    conversation_url: Annotated[
+        arg.Text, arg.text("The URL of this conversation, if known.")
+    ] = None,
+    search_keywords: Annotated[
+        Any,
+        arg.string_list(
+            "Extra words a later search should find this memory by (synonyms, names).",
+            max_items=MAX_LIST_ITEMS,
+            max_length=MAX_ITEM_LENGTH,
+        ),
+    ] = None,
+    update_id: Annotated[
+        arg.Text,
+        arg.text(
+            "Give the id of an existing memory to update it instead of creating a new one; "
+            "only the fields you send change."
+        ),
+    ] = None,
 ) -> CallToolResult:
     return await run_tool(
         ctx,
@@ -123,31 +161,46 @@ async def taproot_remember(
 
 async def taproot_recall(
     ctx: Context,
-    query: arg.text(
-        "Words that would appear in the memory. Results are ranked by how well they match, "
-        "how important the memory is and how often and recently it was used."
-    ) = None,
+    query: Annotated[
+        arg.Text,
+        arg.text(
+            "Words that would appear in the memory. Results are ranked by how well they match, "
+            "how important the memory is and how often and recently it was used."
+        ),
+    ] = None,
     category: Category = None,
-    ids: arg.string_list(
-        "Memory ids to load in full, e.g. from catalog lines.",
-        max_items=MAX_RECALL_IDS,
-        fmt="uuid",
-    ) = None,
-    tags: arg.string_list(
-        "Only memories carrying all of these tags.",
-        max_items=MAX_LIST_ITEMS,
-        max_length=MAX_ITEM_LENGTH,
-    ) = None,
-    since: arg.text(
-        "Only memories updated on or after this ISO-8601 date-time, e.g. 2026-01-31T00:00:00Z.",
-        fmt="date-time",
-    ) = None,
-    limit: arg.integer(
-        f"How many memories to return at most (default {DEFAULT_RECALL_LIMIT}, or the number "
-        "of ids given).",
-        minimum=1,
-        maximum=MAX_RECALL_LIMIT,
-    ) = None,
+    ids: Annotated[
+        Any,
+        arg.string_list(
+            "Memory ids to load in full, e.g. from catalog lines.",
+            max_items=MAX_RECALL_IDS,
+            fmt="uuid",
+        ),
+    ] = None,
+    tags: Annotated[
+        Any,
+        arg.string_list(
+            "Only memories carrying all of these tags.",
+            max_items=MAX_LIST_ITEMS,
+            max_length=MAX_ITEM_LENGTH,
+        ),
+    ] = None,
+    since: Annotated[
+        arg.Text,
+        arg.text(
+            "Only memories updated on or after this ISO-8601 date-time, e.g. 2026-01-31T00:00:00Z.",
+            fmt="date-time",
+        ),
+    ] = None,
+    limit: Annotated[
+        Any,
+        arg.integer(
+            f"How many memories to return at most (default {DEFAULT_RECALL_LIMIT}, or the number "
+            "of ids given).",
+            minimum=1,
+            maximum=MAX_RECALL_LIMIT,
+        ),
+    ] = None,
 ) -> CallToolResult:
     return await run_tool(
         ctx,
@@ -165,9 +218,12 @@ async def taproot_recall(
 async def taproot_promote(
     ctx: Context,
     memory_id: MemoryId = None,
-    core: arg.boolean(
-        "true: load in full at the start of every conversation; false: back to the catalog."
-    ) = None,
+    core: Annotated[
+        Any,
+        arg.boolean(
+            "true: load in full at the start of every conversation; false: back to the catalog."
+        ),
+    ] = None,
     salience: Salience = None,
 ) -> CallToolResult:
     return await run_tool(
@@ -182,26 +238,42 @@ async def taproot_promote(
 
 async def taproot_forget(
     ctx: Context,
-    action: arg.choice(
-        FORGET_ACTIONS,
-        "archive: hide from reflect and recall, keep the record. unarchive: bring it back. "
-        "delete: remove for good. compress: replace several memories with one you write.",
-    ) = None,
-    memory_id: arg.text("The memory to archive, unarchive or delete (not for compress).") = None,
-    reason: arg.text("Why; stored with an archived memory.", max_length=MAX_REASON) = None,
-    ids: arg.string_list(
-        "compress only: two or more ids of your live memories to combine.",
-        max_items=MAX_RECALL_IDS,
-        fmt="uuid",
-    ) = None,
-    content: arg.text(
-        "compress only: the full text of the combined memory.", max_length=MAX_CONTENT
-    ) = None,
-    gist: arg.text("compress only: its one-line gist.", max_length=MAX_GIST) = None,
-    category: arg.choice(
-        CATEGORY_VALUES,
-        "compress only: the combined memory's category; needed when the originals differ.",
-    ) = None,
+    action: Annotated[
+        arg.Text,
+        arg.choice(
+            FORGET_ACTIONS,
+            "archive: hide from reflect and recall, keep the record. unarchive: bring it back. "
+            "delete: remove for good. compress: replace several memories with one you write.",
+        ),
+    ] = None,
+    memory_id: Annotated[
+        arg.Text, arg.text("The memory to archive, unarchive or delete (not for compress).")
+    ] = None,
+    reason: Annotated[
+        arg.Text, arg.text("Why; stored with an archived memory.", max_length=MAX_REASON)
+    ] = None,
+    ids: Annotated[
+        Any,
+        arg.string_list(
+            "compress only: two or more ids of your live memories to combine.",
+            max_items=MAX_RECALL_IDS,
+            fmt="uuid",
+        ),
+    ] = None,
+    content: Annotated[
+        arg.Text,
+        arg.text("compress only: the full text of the combined memory.", max_length=MAX_CONTENT),
+    ] = None,
+    gist: Annotated[
+        arg.Text, arg.text("compress only: its one-line gist.", max_length=MAX_GIST)
+    ] = None,
+    category: Annotated[
+        arg.Text,
+        arg.choice(
+            CATEGORY_VALUES,
+            "compress only: the combined memory's category; needed when the originals differ.",
+        ),
+    ] = None,
 ) -> CallToolResult:
     return await run_tool(
         ctx,
@@ -219,14 +291,19 @@ async def taproot_forget(
 
 async def taproot_close(
     ctx: Context,
-    reflection: arg.text(
-        "What happened in this conversation, what matters for next time, what is left open.",
-        max_length=MAX_REFLECTION,
-    ) = None,
-    conversation_title: arg.text(
-        "A short title for the conversation.", max_length=MAX_TITLE
-    ) = None,
-    conversation_url: arg.text("The URL of the conversation, if known.") = None,
+    reflection: Annotated[
+        arg.Text,
+        arg.text(
+            "What happened in this conversation, what matters for next time, what is left open.",
+            max_length=MAX_REFLECTION,
+        ),
+    ] = None,
+    conversation_title: Annotated[
+        arg.Text, arg.text("A short title for the conversation.", max_length=MAX_TITLE)
+    ] = None,
+    conversation_url: Annotated[
+        arg.Text, arg.text("The URL of the conversation, if known.")
+    ] = None,
 ) -> CallToolResult:
     return await run_tool(
         ctx,

@@ -9,7 +9,7 @@ Django's escaping (format_html, never mark_safe on model text).
 import json
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
@@ -21,7 +21,16 @@ from django.utils.safestring import SafeString
 
 from memories import services
 from memories.errors import InvalidInput
-from memories.models import ChangeSource, Closing, Memory, Revision, Salience, Snapshot
+from memories.models import (
+    ChangeSource,
+    Closing,
+    Memory,
+    MemoryQuerySet,
+    Revision,
+    Salience,
+    Snapshot,
+    User,
+)
 from memories.services.snapshots import snapshot_summary
 from memories.validation import MAX_GIST, require_text
 
@@ -29,17 +38,17 @@ ADMIN_ARCHIVE_REASON = "archived in the admin"
 GIST_COLUMN_LENGTH = 100
 
 
-class OwnScopedAdmin(admin.ModelAdmin):
+class OwnScopedAdmin[M: Memory | Revision | Closing | Snapshot](admin.ModelAdmin[M]):
     """Superusers see every user's records; other staff only their own."""
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[M]:
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
             return queryset
         return queryset.filter(owner=request.user)
 
 
-class ReadOnlyAdmin(OwnScopedAdmin):
+class ReadOnlyAdmin[M: Revision | Closing | Snapshot](OwnScopedAdmin[M]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -57,15 +66,20 @@ class ArchivedFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [("yes", "Archived"), ("no", "Live")]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if self.value() == "yes":
-            return queryset.archived()
+            return _memories(queryset).archived()
         if self.value() == "no":
-            return queryset.live()
+            return _memories(queryset).live()
         return queryset
 
 
-class MemoryForm(forms.ModelForm):
+def _memories(queryset: QuerySet[Any]) -> MemoryQuerySet:
+    """The memory admin's querysets start from Memory.objects: they have its methods."""
+    return cast(MemoryQuerySet, queryset)
+
+
+class MemoryForm(forms.ModelForm[Memory]):
     """Only gist, salience and core are edited here, each through its service."""
 
     gist = forms.CharField(max_length=MAX_GIST, widget=forms.TextInput(attrs={"size": 100}))
@@ -82,19 +96,19 @@ class MemoryForm(forms.ModelForm):
 
 
 def _bulk(
-    modeladmin: admin.ModelAdmin,
+    modeladmin: admin.ModelAdmin[Memory],
     request: HttpRequest,
-    queryset: QuerySet,
-    change: Callable[[int, uuid.UUID], Any],
+    queryset: QuerySet[Memory],
+    change: Callable[[User, uuid.UUID], object],
     done: str,
 ) -> None:
     """Apply one service call per selected memory, as that memory's owner."""
     count = 0
-    for pk, owner_id in queryset.values_list("pk", "owner_id"):
+    for memory in queryset.select_related("owner").only("pk", "owner"):
         try:
-            change(owner_id, pk)
+            change(memory.owner, memory.pk)
         except InvalidInput as error:
-            modeladmin.message_user(request, f"{pk}: {error.message}", messages.ERROR)
+            modeladmin.message_user(request, f"{memory.pk}: {error.message}", messages.ERROR)
         else:
             count += 1
     modeladmin.message_user(request, f"{done}: {count} memories.", messages.SUCCESS)
@@ -102,7 +116,9 @@ def _bulk(
 
 def _salience_action(salience: str) -> Callable[..., None]:
     @admin.action(description=f"Set salience to {salience}", permissions=["change"])
-    def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    def action(
+        modeladmin: admin.ModelAdmin[Memory], request: HttpRequest, queryset: QuerySet[Memory]
+    ) -> None:
         _bulk(
             modeladmin,
             request,
@@ -121,7 +137,9 @@ def _core_action(core: bool) -> Callable[..., None]:
     description = "Add to core (Tier 1)" if core else "Remove from core (Tier 1)"
 
     @admin.action(description=description, permissions=["change"])
-    def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    def action(
+        modeladmin: admin.ModelAdmin[Memory], request: HttpRequest, queryset: QuerySet[Memory]
+    ) -> None:
         _bulk(
             modeladmin,
             request,
@@ -138,12 +156,12 @@ def _core_action(core: bool) -> Callable[..., None]:
 
 @admin.action(description="Archive", permissions=["change"])
 def archive_memories(
-    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+    modeladmin: admin.ModelAdmin[Memory], request: HttpRequest, queryset: QuerySet[Memory]
 ) -> None:
     _bulk(
         modeladmin,
         request,
-        queryset.live(),
+        _memories(queryset).live(),
         lambda owner, pk: services.archive(
             owner=owner, memory_id=pk, reason=ADMIN_ARCHIVE_REASON, source=ChangeSource.ADMIN
         ),
@@ -153,19 +171,19 @@ def archive_memories(
 
 @admin.action(description="Unarchive", permissions=["change"])
 def unarchive_memories(
-    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+    modeladmin: admin.ModelAdmin[Memory], request: HttpRequest, queryset: QuerySet[Memory]
 ) -> None:
     _bulk(
         modeladmin,
         request,
-        queryset.archived(),
+        _memories(queryset).archived(),
         lambda owner, pk: services.unarchive(owner=owner, memory_id=pk, source=ChangeSource.ADMIN),
         "Unarchived",
     )
 
 
 @admin.register(Memory)
-class MemoryAdmin(OwnScopedAdmin):
+class MemoryAdmin(OwnScopedAdmin[Memory]):
     form = MemoryForm
     list_display = (
         "gist_line",
@@ -291,8 +309,8 @@ class MemoryAdmin(OwnScopedAdmin):
         )
 
     def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet, search_term: str
-    ) -> tuple[QuerySet, bool]:
+        self, request: HttpRequest, queryset: QuerySet[Memory], search_term: str
+    ) -> tuple[QuerySet[Memory], bool]:
         try:
             memory_id = uuid.UUID(search_term.strip())
         except ValueError:
@@ -304,29 +322,29 @@ class MemoryAdmin(OwnScopedAdmin):
         return False
 
     def save_model(
-        self, request: HttpRequest, obj: Memory, form: forms.ModelForm, change: bool
+        self, request: HttpRequest, obj: Memory, form: forms.ModelForm[Memory], change: bool
     ) -> None:
         data = form.cleaned_data
         if "gist" in form.changed_data:
             services.edit_gist(
-                owner=obj.owner_id, memory_id=obj.pk, gist=data["gist"], source=ChangeSource.ADMIN
+                owner=obj.owner, memory_id=obj.pk, gist=data["gist"], source=ChangeSource.ADMIN
             )
         curation = {name: data[name] for name in ("salience", "core") if name in form.changed_data}
         if curation:
             services.set_curation(
-                owner=obj.owner_id, memory_id=obj.pk, source=ChangeSource.ADMIN, **curation
+                owner=obj.owner, memory_id=obj.pk, source=ChangeSource.ADMIN, **curation
             )
 
     def delete_model(self, request: HttpRequest, obj: Memory) -> None:
-        services.delete(owner=obj.owner_id, memory_id=obj.pk)
+        services.delete(owner=obj.owner, memory_id=obj.pk)
 
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
-        for pk, owner_id in queryset.values_list("pk", "owner_id"):
-            services.delete(owner=owner_id, memory_id=pk)
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        for memory in queryset.select_related("owner").only("pk", "owner"):
+            services.delete(owner=memory.owner, memory_id=memory.pk)
 
 
 @admin.register(Revision)
-class RevisionAdmin(ReadOnlyAdmin):
+class RevisionAdmin(ReadOnlyAdmin[Revision]):
     list_display = ("created_at", "memory_link", "source", "action", "changed", "owner")
     list_filter = ("source", "action", "owner")
     list_select_related = ("owner",)
@@ -357,7 +375,7 @@ class RevisionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Closing)
-class ClosingAdmin(ReadOnlyAdmin):
+class ClosingAdmin(ReadOnlyAdmin[Closing]):
     list_display = ("created_at", "title", "reflection_start", "owner")
     list_filter = ("owner",)
     list_select_related = ("owner",)
@@ -383,7 +401,7 @@ class ClosingAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Snapshot)
-class SnapshotAdmin(ReadOnlyAdmin):
+class SnapshotAdmin(ReadOnlyAdmin[Snapshot]):
     list_display = ("id", "created_at", "reason", "memory_count", "owner")
     list_filter = ("reason", "owner")
     list_select_related = ("owner",)
@@ -399,7 +417,7 @@ class SnapshotAdmin(ReadOnlyAdmin):
     )
     fields = readonly_fields
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Snapshot]:
         # The records can be megabytes: load them only on the snapshot's own page.
         return super().get_queryset(request).defer("records")
 

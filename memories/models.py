@@ -2,15 +2,20 @@
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 
 from django.conf import settings
+from django.contrib.auth import models as auth_models
 from django.db import models
 from django.db.models import Case, Count, Exists, OuterRef, Q, Value, When
 
 from memories import vocabulary
 from memories.timeutil import isoformat, parse_timestamp
 from memories.vocabulary import CATEGORY_ORDER, SALIENCE_RANK, TRACKED_FIELDS
+
+# Who owns memories, closings and snapshots: settings.AUTH_USER_MODEL, which Taproot
+# leaves at Django's own user model.
+User: TypeAlias = auth_models.User
 
 
 class Category(models.TextChoices):
@@ -67,7 +72,8 @@ def _salience_rank() -> Case:
 
 
 class MemoryQuerySet(models.QuerySet["Memory"]):
-    def for_owner(self, owner: Any) -> "MemoryQuerySet":
+    def for_owner(self, owner: User | int) -> "MemoryQuerySet":
+        """The memories of this user (or user id)."""
         return self.filter(owner=owner)
 
     def live(self) -> "MemoryQuerySet":
@@ -114,7 +120,7 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
     def outside_catalog_window(self, now: datetime, window_days: int) -> "MemoryQuerySet":
         return self.exclude(self.catalog_window_q(now, window_days))
 
-    def with_all_tags(self, tag_keys: list[str], *, owner: Any = None) -> "MemoryQuerySet":
+    def with_all_tags(self, tag_keys: list[str], *, owner: User | None = None) -> "MemoryQuerySet":
         """Memories carrying every one of the given (already normalised) tag keys.
 
         Give `owner` so the lookup uses the (owner, key) index instead of scanning tags.
@@ -127,7 +133,7 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
             queryset = queryset.filter(pk__in=tag_rows.filter(key=key).values("memory_id"))
         return queryset
 
-    def matching_tokens(self, keys: list[str], *, owner: Any = None) -> "MemoryQuerySet":
+    def matching_tokens(self, keys: list[str], *, owner: User | None = None) -> "MemoryQuerySet":
         """Memories holding any of the index keys, with hit counts per place.
 
         `keyword_hits` counts query tokens found among keyword tokens (keywords, tags,
@@ -421,7 +427,7 @@ class Revision(models.Model):
 
 
 class ClosingQuerySet(models.QuerySet["Closing"]):
-    def for_owner(self, owner: Any) -> "ClosingQuerySet":
+    def for_owner(self, owner: User) -> "ClosingQuerySet":
         return self.filter(owner=owner)
 
     def newest_first(self) -> "ClosingQuerySet":

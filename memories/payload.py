@@ -170,6 +170,7 @@ def build_reflect_payload(
                 grouped[home].append(texts[index])
             else:
                 cut_counts[home] += 1
+        budget: dict[str, Any] = {"max_tokens": max_tokens, "tokens": 0, "cut": cut_counts}
         payload = {
             "status": "ok",
             "usage_note": USAGE_NOTE,
@@ -184,7 +185,7 @@ def build_reflect_payload(
                 window_days=window_days,
             ),
             "recent_closings": closing_items,
-            "budget": {"max_tokens": max_tokens, "tokens": 0, "cut": cut_counts},
+            "budget": budget,
         }
         # `tokens` counts the whole string, itself included. Serialise once with a 0
         # there, then find the fixed point arithmetically: only its digits change.
@@ -194,7 +195,7 @@ def build_reflect_payload(
         tokens = estimate_tokens(before + after) + 1
         while (fixed := estimate_tokens(before + str(tokens) + after)) != tokens:
             tokens = fixed
-        payload["budget"]["tokens"] = tokens
+        budget["tokens"] = tokens
         return _Rendered(n_cut, payload, before + str(tokens) + after, tokens)
 
     result = render(len(lines))

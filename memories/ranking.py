@@ -134,7 +134,7 @@ def base_activation(
         return config.novelty_floor
     since = last_retrieved or created_at
     days = max((now - since).total_seconds() / SECONDS_PER_DAY, 0.0)
-    return math.log(retrieval_count + 1) * (days + 1) ** config.decay_exponent
+    return math.log(retrieval_count + 1) * math.pow(days + 1, config.decay_exponent)
 
 
 def activation(

@@ -6,7 +6,7 @@ sends `/mcp` to the MCP SDK's Streamable HTTP app and everything else to Django.
 """
 
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -18,9 +18,10 @@ from mcp_bridge.request_log import RequestRecord, current_record, logger
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taproot_site.settings")
 
-Scope = MutableMapping[str, Any]
+# What Django's ASGIHandler asks for; the MCP SDK's app accepts the same.
+Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 NOT_RUNNING = (
     b'{"error":"The MCP endpoint is not running: start the server with lifespan on '
@@ -86,7 +87,7 @@ class TaprootASGI:
         record = RequestRecord(http_method=scope.get("method", "?"))
         token = current_record.set(record)
 
-        async def send_noting_status(message: MutableMapping[str, Any]) -> None:
+        async def send_noting_status(message: Mapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 record.status = message["status"]
             await send(message)

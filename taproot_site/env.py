@@ -2,6 +2,7 @@
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -61,13 +62,13 @@ SQLITE_OPTIONS = {
 DEFAULT_POOL_SIZE = 10
 
 
-def postgres_pool(size: int) -> dict:
+def postgres_pool(size: int) -> dict[str, int]:
     # A connection idle for five minutes is closed; a request waits at most 30 seconds
     # for one (all busy) before failing.
     return {"min_size": 1, "max_size": size, "max_idle": 300, "timeout": 30}
 
 
-def database_from_url(url: str, *, base_dir: Path, pool_size: int = 0) -> dict:
+def database_from_url(url: str, *, base_dir: Path, pool_size: int = 0) -> dict[str, Any]:
     """Django DATABASES entry for `sqlite:///relative`, `sqlite:////absolute` or postgres URLs.
 
     For PostgreSQL, `pool_size` > 0 keeps up to that many connections open per process

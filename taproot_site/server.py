@@ -15,9 +15,10 @@ import uvicorn.main
 _uvicorn_bind_socket = uvicorn.config.Config.bind_socket
 
 
-def bind_tcp_socket(config: uvicorn.config.Config) -> socket.socket:
+# Named `self` like the method it replaces, which can be called with `self=`.
+def bind_tcp_socket(self: uvicorn.config.Config) -> socket.socket:
     """uvicorn's listening socket, marked as TCP so accepted connections get TCP_NODELAY."""
-    sock = _uvicorn_bind_socket(config)
+    sock = _uvicorn_bind_socket(self)
     if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto == 0:
         # The same descriptor, with the protocol stated instead of detected.
         return socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
@@ -13,6 +14,10 @@ from taproot_site.env import (
     env_list,
     env_str,
 )
+
+# Lets typed code subscript Django's generic classes (ModelAdmin[Memory], ModelForm[…])
+# at run time as the type checker reads them.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

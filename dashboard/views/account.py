@@ -2,14 +2,14 @@
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.clients import connected_clients, revoke_client
-from dashboard.decorators import login_required
+from dashboard.decorators import DashboardRequest, login_required
 from memories.jsonutil import dumps
 from memories.models import Closing
 from memories.services.exporting import export_store
@@ -20,7 +20,7 @@ REVOKED_MESSAGE = "Access revoked. The client must ask for your consent again."
 
 @login_required
 @require_GET
-def closings(request: HttpRequest) -> HttpResponse:
+def closings(request: DashboardRequest) -> HttpResponse:
     page = Paginator(Closing.objects.for_owner(request.user).newest_first(), CLOSINGS_PAGE_SIZE)
     return render(
         request, "dashboard/closings.html", {"page": page.get_page(request.GET.get("page"))}
@@ -30,7 +30,7 @@ def closings(request: HttpRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def export(request: HttpRequest) -> HttpResponse:
+def export(request: DashboardRequest) -> HttpResponse:
     """The whole store as the JSON `import_taproot` reads back."""
     now = timezone.now()
     response = HttpResponse(
@@ -44,13 +44,13 @@ def export(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def clients(request: HttpRequest) -> HttpResponse:
+def clients(request: DashboardRequest) -> HttpResponse:
     return render(request, "dashboard/clients.html", {"clients": connected_clients(request.user)})
 
 
 @login_required
 @require_POST
-def revoke(request: HttpRequest, application_id: int) -> HttpResponse:
+def revoke(request: DashboardRequest, application_id: int) -> HttpResponse:
     """Take back every token and grant this client holds for the logged-in user."""
     if not revoke_client(request.user, application_id):
         raise Http404("This client holds nothing for you.")

@@ -5,12 +5,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.decorators import login_required
+from dashboard.decorators import DashboardRequest, login_required
 from dashboard.forms import RestoreForm
 from memories.conf import catalog_window_days
 from memories.errors import InvalidInput
@@ -39,13 +39,13 @@ class LinkedMemory:
 
 @login_required
 @require_GET
-def memory_detail(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+def memory_detail(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     return render(request, "dashboard/memory_detail.html", _detail_context(request, memory_id))
 
 
 @login_required
 @require_POST
-def restore_revision(request: HttpRequest, revision_id: int) -> HttpResponse:
+def restore_revision(request: DashboardRequest, revision_id: int) -> HttpResponse:
     """Put the memory back as this revision recorded it (all tracked fields)."""
     revision = get_object_or_404(Revision, pk=revision_id, owner=request.user)
     form = RestoreForm(request.POST)
@@ -79,7 +79,7 @@ def restore_revision(request: HttpRequest, revision_id: int) -> HttpResponse:
     )
 
 
-def _detail_context(request: HttpRequest, memory_id: uuid.UUID) -> dict[str, Any]:
+def _detail_context(request: DashboardRequest, memory_id: uuid.UUID) -> dict[str, Any]:
     memory = get_object_or_404(
         Memory.objects.for_owner(request.user).with_tier(timezone.now(), catalog_window_days()),
         pk=memory_id,
@@ -97,7 +97,7 @@ def _detail_context(request: HttpRequest, memory_id: uuid.UUID) -> dict[str, Any
     return {"memory": memory, "revisions": revisions, "linked": _linked(request, memory)}
 
 
-def _linked(request: HttpRequest, memory: Memory) -> list[LinkedMemory]:
+def _linked(request: DashboardRequest, memory: Memory) -> list[LinkedMemory]:
     ids: list[str] = []
     for value in memory.linked_memories if isinstance(memory.linked_memories, list) else []:
         try:

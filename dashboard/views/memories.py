@@ -11,14 +11,14 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard.decorators import login_required
+from dashboard.decorators import DashboardRequest, login_required
 from dashboard.forms import CurationForm, GistForm, MemoryFilterForm
 from dashboard.overview import store_overview
 from memories.conf import catalog_window_days
@@ -37,7 +37,7 @@ ARCHIVE_REASON = "Archived from the dashboard."
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def index(request: HttpRequest) -> HttpResponse:
+def index(request: DashboardRequest) -> HttpResponse:
     now = timezone.now()
     window_days = catalog_window_days()
     form = MemoryFilterForm(request.GET)
@@ -58,15 +58,15 @@ def index(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/index.html", context, status=status)
 
 
-def _wants_fragment(request: HttpRequest, target: str) -> bool:
-    htmx = getattr(request, "htmx", None)
+def _wants_fragment(request: DashboardRequest, target: str) -> bool:
+    htmx = request.htmx
     return bool(htmx) and not htmx.history_restore_request and htmx.target == target
 
 
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def memory_card(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+def memory_card(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     """One card as shown in the list (used to leave an edit without saving).
 
     The card is a fragment: a link opened outside htmx (a new tab) goes to the memory.
@@ -79,7 +79,7 @@ def memory_card(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 
 @login_required
 @require_POST
-def curate(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+def curate(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     """Salience and core from the card: saved at once, updated_at left alone."""
     _own_memory(request, memory_id)
     form = CurationForm(request.POST)
@@ -101,7 +101,7 @@ def curate(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
-def edit_gist(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+def edit_gist(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     """GET: the card with the gist open for editing. POST: save it (clears the auto mark)."""
     memory = _own_memory(request, memory_id)
     if request.method == "GET":
@@ -128,7 +128,7 @@ def edit_gist(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 
 @login_required
 @require_POST
-def archive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+def archive(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     _own_memory(request, memory_id)
     try:
         archive_memory(
@@ -144,7 +144,7 @@ def archive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 
 @login_required
 @require_POST
-def unarchive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+def unarchive(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     _own_memory(request, memory_id)
     try:
         unarchive_memory(owner=request.user, memory_id=memory_id, source=ChangeSource.DASHBOARD)
@@ -156,7 +156,7 @@ def unarchive(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
-def delete(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+def delete(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     """GET asks first (in the card, or as a page); POST deletes for good."""
     memory = _own_memory(request, memory_id)
     if request.method == "GET":
@@ -177,12 +177,12 @@ def delete(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
     )
 
 
-def _own_memory(request: HttpRequest, memory_id: uuid.UUID) -> Memory:
+def _own_memory(request: DashboardRequest, memory_id: uuid.UUID) -> Memory:
     return get_object_or_404(Memory, pk=memory_id, owner=request.user)
 
 
 def _card_update(
-    request: HttpRequest, memory_id: uuid.UUID, *, status: int = 200, **extra: Any
+    request: DashboardRequest, memory_id: uuid.UUID, *, status: int = 200, **extra: Any
 ) -> HttpResponse:
     """The card, with the header counts and the preview swapped out of band."""
     now = timezone.now()
@@ -195,7 +195,7 @@ def _card_update(
     return render(request, "dashboard/card_update.html", context | extra, status=status)
 
 
-def _saved(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
+def _saved(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     if request.htmx:
         return _card_update(request, memory_id)
     messages.success(request, "Saved.")
@@ -203,7 +203,7 @@ def _saved(request: HttpRequest, memory_id: uuid.UUID) -> HttpResponse:
 
 
 def _refused(
-    request: HttpRequest, memory_id: uuid.UUID, message: str, **extra: Any
+    request: DashboardRequest, memory_id: uuid.UUID, message: str, **extra: Any
 ) -> HttpResponse:
     """Nothing changed: say why in the card (422), or on the page without htmx."""
     if request.htmx:
@@ -212,7 +212,7 @@ def _refused(
     return _back(request)
 
 
-def _back(request: HttpRequest) -> HttpResponse:
+def _back(request: DashboardRequest) -> HttpResponse:
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()

@@ -52,15 +52,23 @@ def update_rows(rows: Sequence[models.Model], fields: Sequence[str]) -> None:
     if not rows:
         return
     meta = rows[0]._meta
-    columns = [meta.get_field(name) for name in fields]
+    columns = [_column(meta.get_field(name)) for name in fields]
+    key_column, key = _column(meta.pk)
     quote = connection.ops.quote_name
-    assignments = ", ".join(f"{quote(field.column)} = %s" for field in columns)
-    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s"
+    assignments = ", ".join(f"{quote(column)} = %s" for column, _ in columns)
+    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(key_column)} = %s"
     params = [
-        [field.get_db_prep_save(getattr(row, field.attname), connection) for field in columns]
-        + [meta.pk.get_db_prep_value(row.pk, connection)]
+        [field.get_db_prep_save(getattr(row, field.attname), connection) for _, field in columns]
+        + [key.get_db_prep_value(row.pk, connection)]
         for row in rows
     ]
     with connection.cursor() as cursor:
         for start in range(0, len(params), WRITE_BATCH):
             cursor.executemany(sql, params[start : start + WRITE_BATCH])
+
+
+def _column(field: object) -> "tuple[str, models.Field[Any, Any]]":
+    """The column name and field of a field stored in its own table."""
+    if isinstance(field, models.Field) and field.column:
+        return field.column, field
+    raise TypeError(f"{field!r} is not a column of this table")

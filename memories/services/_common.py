@@ -7,7 +7,7 @@ from typing import Any
 from django.utils import timezone
 
 from memories.errors import InvalidInput
-from memories.models import ChangeSource, Memory, Revision
+from memories.models import ChangeSource, Memory, Revision, User
 from memories.validation import coerce_memory_id
 
 
@@ -16,7 +16,7 @@ def now_or(now: datetime | None) -> datetime:
 
 
 def get_memory(
-    owner: Any, memory_id: Any, *, for_update: bool = False, field: str = "memory_id"
+    owner: User, memory_id: Any, *, for_update: bool = False, field: str = "memory_id"
 ) -> Memory:
     """The caller's memory with this id; a foreign id is as unknown as a made-up one."""
     pk = coerce_memory_id(memory_id, field=field)

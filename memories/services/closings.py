@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Any
 
-from memories.models import Closing
+from memories.models import Closing, User
 from memories.services._common import now_or
 from memories.validation import MAX_REFLECTION, MAX_TITLE, optional_text, require_text
 
@@ -12,7 +12,7 @@ CLOSING_MESSAGE = "Reflection stored. Safe travels."
 
 def close(
     *,
-    owner: Any,
+    owner: User,
     reflection: Any,
     conversation_title: Any = None,
     conversation_url: Any = None,

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from memories.errors import InvalidInput
 from memories.indexing import refresh_hashes, reindex, string_items
-from memories.models import ChangeSource, Memory, Revision
+from memories.models import ChangeSource, Memory, Revision, User
 from memories.services._common import (
     get_memory,
     last_touch_of,
@@ -52,7 +52,7 @@ def _curation_values(core: Any, salience: Any) -> tuple[dict[str, Any], list[str
 
 def promote(
     *,
-    owner: Any,
+    owner: User,
     memory_id: Any,
     core: Any = None,
     salience: Any = None,
@@ -87,7 +87,7 @@ def promote(
 
 def set_curation(
     *,
-    owner: Any,
+    owner: User,
     memory_id: Any,
     core: Any = None,
     salience: Any = None,
@@ -109,7 +109,7 @@ def set_curation(
 
 
 def edit_gist(
-    *, owner: Any, memory_id: Any, gist: Any, source: ChangeSource, now: datetime | None = None
+    *, owner: User, memory_id: Any, gist: Any, source: ChangeSource, now: datetime | None = None
 ) -> Memory:
     """A person rewrites the gist: no longer auto-made, updated_at stays."""
     now = now_or(now)
@@ -128,7 +128,7 @@ def edit_gist(
 
 def archive(
     *,
-    owner: Any,
+    owner: User,
     memory_id: Any,
     reason: Any = None,
     source: ChangeSource = ChangeSource.TOOL,
@@ -168,7 +168,7 @@ def _archive(
 
 def unarchive(
     *,
-    owner: Any,
+    owner: User,
     memory_id: Any,
     source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
@@ -192,7 +192,7 @@ def unarchive(
     return {"status": "ok", "action": "unarchived", "memory_id": str(memory.pk), "changed": True}
 
 
-def delete(*, owner: Any, memory_id: Any) -> dict[str, Any]:
+def delete(*, owner: User, memory_id: Any) -> dict[str, Any]:
     """Remove a memory for good, with its revisions and index rows."""
     with transaction.atomic():
         memory = get_memory(owner, memory_id, for_update=True)
@@ -203,7 +203,7 @@ def delete(*, owner: Any, memory_id: Any) -> dict[str, Any]:
 
 def compress(
     *,
-    owner: Any,
+    owner: User,
     ids: Any,
     content: Any,
     gist: Any,
@@ -308,7 +308,7 @@ def compress(
 
 def forget(
     *,
-    owner: Any,
+    owner: User,
     action: Any,
     memory_id: Any = None,
     reason: Any = None,
@@ -343,7 +343,7 @@ def forget(
 
 def restore_revision(
     *,
-    owner: Any,
+    owner: User,
     revision_id: int,
     source: ChangeSource,
     use: str = "before",

@@ -7,7 +7,7 @@ The same envelope as the original Taproot's `/backup` endpoint, so one reader
 from datetime import datetime
 from typing import Any
 
-from memories.models import Closing, Memory
+from memories.models import Closing, Memory, User
 from memories.services._common import now_or
 from memories.timeutil import isoformat
 
@@ -21,7 +21,7 @@ def memory_value(memory: Memory) -> dict[str, Any]:
     return memory.as_record()
 
 
-def export_store(*, owner: Any, now: datetime | None = None) -> dict[str, Any]:
+def export_store(*, owner: User, now: datetime | None = None) -> dict[str, Any]:
     """Every memory (archived ones included) and every closing of this owner."""
     now = now_or(now)
     entries: list[dict[str, Any]] = [

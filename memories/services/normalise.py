@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from memories.indexing import refresh_hashes
-from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience
+from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
 from memories.services._bulk import (
     reindex_in_batches,
     revision_for,
@@ -256,7 +256,7 @@ def normalise_stored(
 
 
 def migrate(
-    *, owner: Any = None, dry_run: bool = False, now: datetime | None = None
+    *, owner: User | None = None, dry_run: bool = False, now: datetime | None = None
 ) -> dict[str, Any]:
     """Normalise the stored memories of one owner, or of every user when owner is None.
 
@@ -264,7 +264,7 @@ def migrate(
     """
     now = now_or(now)
     if owner is not None:
-        owner_ids = [getattr(owner, "pk", owner)]
+        owner_ids = [owner.pk]
     else:
         owner_ids = list(
             Memory.objects.order_by("owner_id").values_list("owner_id", flat=True).distinct()
@@ -278,7 +278,9 @@ def migrate(
     return _migrate_reply(owner, results, dry_run=dry_run)
 
 
-def _migrate_reply(owner: Any, results: dict[int, OwnerResult], *, dry_run: bool) -> dict[str, Any]:
+def _migrate_reply(
+    owner: User | None, results: dict[int, OwnerResult], *, dry_run: bool
+) -> dict[str, Any]:
     migrated = sum(r.migrated for r in results.values())
     total = sum(r.total for r in results.values())
     before: Counter[str] = Counter()

@@ -13,7 +13,7 @@ from memories.conf import activation_config
 from memories.errors import InvalidInput
 from memories.indexing import query_keys, tag_key
 from memories.jsonutil import dumps
-from memories.models import Memory, MemoryQuerySet
+from memories.models import Memory, MemoryQuerySet, User
 from memories.ranking import Candidate, Ranked, rank
 from memories.services._common import now_or
 from memories.validation import (
@@ -93,7 +93,7 @@ def parse_filters(
     )
 
 
-def candidate_queryset(owner: Any, filters: RecallFilters) -> MemoryQuerySet:
+def candidate_queryset(owner: User, filters: RecallFilters) -> MemoryQuerySet:
     # Unordered: ranking sorts in Python, and an ORDER BY would steer the planner away
     # from the indexes that find the candidates.
     queryset = Memory.objects.for_owner(owner).live().order_by()
@@ -108,7 +108,7 @@ def candidate_queryset(owner: Any, filters: RecallFilters) -> MemoryQuerySet:
     return queryset
 
 
-def ranking_rows(owner: Any, filters: RecallFilters) -> QuerySet[Memory, tuple[Any, ...]]:
+def ranking_rows(owner: User, filters: RecallFilters) -> QuerySet[Memory, tuple[Any, ...]]:
     """The rows ranking reads, as Candidate fields: only what scoring needs, never content.
 
     With a query, only memories sharing a token with it, found through the index.
@@ -122,7 +122,7 @@ def ranking_rows(owner: Any, filters: RecallFilters) -> QuerySet[Memory, tuple[A
     return queryset.values_list(*RANKING_FIELDS)
 
 
-def rank_memories(owner: Any, filters: RecallFilters, *, now: datetime) -> list[Ranked]:
+def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> list[Ranked]:
     """Every matching live memory of the owner, best first. Reads only; strengthens nothing."""
     candidates = [Candidate(*row) for row in ranking_rows(owner, filters)]
     keys = frozenset(query_keys(filters.query))
@@ -131,7 +131,7 @@ def rank_memories(owner: Any, filters: RecallFilters, *, now: datetime) -> list[
 
 def recall(
     *,
-    owner: Any,
+    owner: User,
     query: Any = None,
     category: Any = None,
     ids: Any = None,
@@ -176,7 +176,7 @@ def recall(
     return _reply(results, filters.warnings, truncated=truncated)
 
 
-def _strengthen(owner: Any, ids: list[uuid.UUID], *, now: datetime) -> dict[uuid.UUID, int]:
+def _strengthen(owner: User, ids: list[uuid.UUID], *, now: datetime) -> dict[uuid.UUID, int]:
     """Count one more retrieval of each memory still live; their counts as now stored."""
     with transaction.atomic():
         # Locked (in id order, so two recalls never wait on each other crosswise): no

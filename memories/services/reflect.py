@@ -5,7 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from memories.conf import catalog_window_days, reflect_max_tokens
-from memories.models import Closing, Memory
+from memories.models import Closing, Memory, User
 from memories.payload import (
     CatalogEntry,
     ClosingEntry,
@@ -20,7 +20,7 @@ from memories.vocabulary import CATEGORY_ORDER, home_category
 RECENT_CLOSINGS = 3
 
 
-def reflect(*, owner: Any, now: datetime | None = None) -> ReflectPayload:
+def reflect(*, owner: User, now: datetime | None = None) -> ReflectPayload:
     """The start-of-conversation payload for this owner. Reads only.
 
     Three queries whatever the store's size: core memories in full, catalog lines (gist
@@ -85,7 +85,7 @@ def _string_list(value: Any) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def status(*, owner: Any, now: datetime | None = None) -> dict[str, Any]:
+def status(*, owner: User, now: datetime | None = None) -> dict[str, Any]:
     """Counts and the payload's size, measured on exactly what reflect would send now."""
     now = now_or(now)
     payload = reflect(owner=owner, now=now)

@@ -8,7 +8,7 @@ from django.db import transaction
 
 from memories.errors import InvalidInput
 from memories.indexing import refresh_hashes, reindex
-from memories.models import ChangeSource, Memory
+from memories.models import ChangeSource, Memory, User
 from memories.services._common import get_memory, now_or, record_revision, touch
 from memories.validation import (
     MAX_CONTENT,
@@ -33,7 +33,7 @@ GIST_WHY = (
 
 def remember(
     *,
-    owner: Any,
+    owner: User,
     category: Any,
     content: Any,
     gist: Any = None,
@@ -111,7 +111,7 @@ def remember(
         return _update(memory, fields, warnings, source, now)
 
 
-def _own_links(owner: Any, links: list[str], self_id: uuid.UUID, warnings: list[str]) -> list[str]:
+def _own_links(owner: User, links: list[str], self_id: uuid.UUID, warnings: list[str]) -> list[str]:
     """The caller's existing memories among `links`; anything else is dropped with a warning
     (a malformed id names no memory, just like an unknown one)."""
     ids: list[uuid.UUID] = []

@@ -26,7 +26,7 @@ from django.db import transaction
 
 from memories.errors import InvalidInput
 from memories.indexing import refresh_hashes
-from memories.models import ChangeSource, Closing, Memory, Snapshot
+from memories.models import ChangeSource, Closing, Memory, Snapshot, User
 from memories.services._bulk import (
     WRITE_BATCH,
     reindex_in_batches,
@@ -114,7 +114,7 @@ def snapshot_summary(snapshot: Snapshot) -> str:
 
 
 def restore_snapshot(
-    *, snapshot_id: Any, owner: Any = None, now: datetime | None = None
+    *, snapshot_id: Any, owner: User | None = None, now: datetime | None = None
 ) -> dict[str, Any]:
     """Put a snapshot's records back exactly, after snapshotting the present state.
 
@@ -173,7 +173,7 @@ def restore_snapshot(
     }
 
 
-def _find_snapshot(snapshot_id: Any, owner: Any) -> Snapshot:
+def _find_snapshot(snapshot_id: Any, owner: User | None) -> Snapshot:
     try:
         pk = int(snapshot_id)
     except (TypeError, ValueError):

@@ -31,7 +31,8 @@ def with_issuer(uri: str, issuer: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-class AuthorizationView(oauth2_views.AuthorizationView):
+# oauth2_provider ships no type information.
+class AuthorizationView(oauth2_views.AuthorizationView):  # type: ignore[misc]
     def validate_authorization_request(self, request: HttpRequest) -> tuple[Any, dict[str, Any]]:
         scopes, credentials = super().validate_authorization_request(request)
         state = credentials.get("state")
@@ -67,11 +68,13 @@ class AuthorizationView(oauth2_views.AuthorizationView):
         query.setlist("resource", resource)
         # Consent is asked every time: no silent re-approval through approval_prompt=auto.
         query.pop("approval_prompt", None)
-        request.GET = query
+        # The stubs type GET as immutable, but any QueryDict will do (Django's own
+        # HttpRequest starts with a mutable one).
+        request.GET = query  # type: ignore[assignment]
         return scopes, credentials
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        context = super().get_context_data(**kwargs)
+        context: dict[str, Any] = super().get_context_data(**kwargs)
         redirect_uri = context.get("redirect_uri") or ""
         context["redirect_host"] = urlsplit(redirect_uri).netloc or redirect_uri
         return context
@@ -79,7 +82,7 @@ class AuthorizationView(oauth2_views.AuthorizationView):
     def form_valid(self, form: Any) -> HttpResponse:
         application_model = get_application_model()
         if not application_model.objects.filter(client_id=form.cleaned_data["client_id"]).exists():
-            return self.render_to_response(
+            refusal: HttpResponse = self.render_to_response(
                 {
                     "error": CustomOAuth2Error(
                         error="invalid_client", description="This client is not registered here."
@@ -87,11 +90,14 @@ class AuthorizationView(oauth2_views.AuthorizationView):
                 },
                 status=400,
             )
-        return super().form_valid(form)
+            return refusal
+        response: HttpResponse = super().form_valid(form)
+        return response
 
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
         if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
             redirect_to = with_issuer(
                 redirect_to, oauth2_settings.oauth2_authorization_server_issuer(self.request)
             )
-        return super().redirect(redirect_to, application)
+        response: HttpResponse = super().redirect(redirect_to, application)
+        return response

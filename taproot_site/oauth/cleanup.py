@@ -10,7 +10,7 @@ that could still be exchanged.
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 from oauth2_provider.models import (
     get_access_token_model,
@@ -22,9 +22,9 @@ from oauth2_provider.models import (
 from oauth2_provider.settings import oauth2_settings
 
 
-def live_refresh_tokens(now: datetime) -> QuerySet:
+def live_refresh_tokens(now: datetime) -> QuerySet[Model]:
     """Refresh tokens the token endpoint would still accept (its own rules, as a query)."""
-    tokens = get_refresh_token_model().objects.filter(
+    tokens: QuerySet[Model] = get_refresh_token_model().objects.filter(
         revoked__isnull=True, access_token__isnull=False
     )
     lifetime = refresh_token_expire_timedelta()
@@ -33,7 +33,9 @@ def live_refresh_tokens(now: datetime) -> QuerySet:
     return tokens
 
 
-def stale_registered_clients(*, older_than: timedelta, now: datetime | None = None) -> QuerySet:
+def stale_registered_clients(
+    *, older_than: timedelta, now: datetime | None = None
+) -> QuerySet[Model]:
     now = now or timezone.now()
     application_model = get_application_model()
     live_grant = get_grant_model().objects.filter(application=OuterRef("pk"), expires__gt=now)
@@ -43,10 +45,11 @@ def stale_registered_clients(*, older_than: timedelta, now: datetime | None = No
         .exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
     )
     live_refresh_token = live_refresh_tokens(now).filter(application=OuterRef("pk"))
-    return application_model.objects.filter(
+    stale: QuerySet[Model] = application_model.objects.filter(
         registration_source=application_model.RegistrationSource.DCR,
         created__lt=now - older_than,
     ).exclude(Q(Exists(live_grant)) | Q(Exists(live_access_token)) | Q(Exists(live_refresh_token)))
+    return stale
 
 
 def delete_stale_registered_clients(

@@ -44,7 +44,7 @@ def client_ip(request: HttpRequest) -> str:
     networks = trusted_proxy_networks()
     if not networks or not _is_trusted(remote, networks):
         return remote
-    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    forwarded: str = request.META.get("HTTP_X_FORWARDED_FOR", "")
     for hop in reversed([part.strip() for part in forwarded.split(",") if part.strip()]):
         if _parse_address(hop) is None:
             break

@@ -33,7 +33,8 @@ def requested_resources(request: Request) -> list[object]:
     return []
 
 
-class TaprootOAuth2Validator(OAuth2Validator):
+# oauth2_provider ships no type information.
+class TaprootOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
     def validate_redirect_uri(
         self, client_id: str, redirect_uri: str, request: Request, *args: Any, **kwargs: Any
     ) -> bool:
@@ -41,7 +42,10 @@ class TaprootOAuth2Validator(OAuth2Validator):
         # callback once they are turned off.
         if is_loopback_http(redirect_uri) and not settings.TAPROOT_ALLOW_LOOPBACK_CLIENTS:
             return False
-        return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+        valid: bool = super().validate_redirect_uri(
+            client_id, redirect_uri, request, *args, **kwargs
+        )
+        return valid
 
     def _create_authorization_code(
         self, request: Request, code: dict[str, Any], expires: Any = None
