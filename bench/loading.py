@@ -17,9 +17,14 @@ from django.db import connection, models, transaction
 
 from bench.synthetic import SyntheticMemory
 from memories import services
-from memories.indexing import _rows_for as index_rows  # the rows every write path stores
-from memories.indexing import refresh_hashes
-from memories.models import Memory, MemoryTag, MemoryToken
+from memories.conf import ranking_profile
+from memories.indexing import (  # the rows every write path stores
+    recall_entry,
+    refresh_hashes,
+    tag_rows,
+    token_rows,
+)
+from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex
 from memories.services._common import last_touch_of
 
 BULK_BATCH = 1000
@@ -80,20 +85,40 @@ def _insert(
 
 
 def load_bulk(memories: Sequence[SyntheticMemory], users: dict[str, Any]) -> None:
+    profile = ranking_profile()
     memory_field = MemoryToken._meta.get_field("memory")
+    entry_columns = [field.column for field in RecallEntry._meta.concrete_fields if field.column]
     for start in range(0, len(memories), BULK_BATCH):
         rows = [memory_row(m, users[m.owner]) for m in memories[start : start + BULK_BATCH]]
         tokens: list[tuple[Any, ...]] = []
         tags: list[tuple[Any, ...]] = []
+        entries: list[tuple[Any, ...]] = []
         for row in rows:
             memory_id = memory_field.get_db_prep_save(row.pk, connection)
-            row_tokens, row_tags = index_rows(row)
-            tokens.extend((memory_id, row.owner_id, t.key, t.in_keywords) for t in row_tokens)
-            tags.extend((memory_id, row.owner_id, t.key) for t in row_tags)
+            tokens.extend(
+                (memory_id, row.owner_id, t.key, t.in_keywords) for t in token_rows(row, profile)
+            )
+            tags.extend((memory_id, row.owner_id, t.key) for t in tag_rows(row))
+            entry = recall_entry(row)
+            entries.append(
+                tuple(
+                    field.get_db_prep_save(getattr(entry, field.attname), connection)
+                    for field in RecallEntry._meta.concrete_fields
+                )
+            )
         with transaction.atomic():
             Memory.objects.bulk_create(rows)
             _insert(MemoryToken, ("memory_id", "owner_id", "key", "in_keywords"), tokens)
             _insert(MemoryTag, ("memory_id", "owner_id", "key"), tags)
+            _insert(RecallEntry, entry_columns, entries)
+    for user in {users[m.owner] for m in memories}:
+        RecallIndex.objects.update_or_create(
+            owner=user,
+            defaults={
+                "profile": profile.name,
+                "live_memories": RecallEntry.objects.filter(owner=user).count(),
+            },
+        )
 
 
 def load_through_services(

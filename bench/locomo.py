@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from memories.ranking import STOP_WORDS  # the baselines ignore the words recall ignores
+
 UNITS = ("observation", "turn")
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 # The order of the LoCoMo paper's tables.
@@ -241,16 +243,6 @@ def score(benchmark: Benchmark, results: dict[str, list[str]]) -> dict[str, dict
 
 # ---- baselines -----------------------------------------------------------------------
 
-# Function and question words the baselines ignore (no stemming).
-_STOP_WORD_TEXT = """
-    a about all also am an and any are as at be been being both but by can could d did do
-    does doing done down each for from had has have he her here hers him his how i if in
-    into is it its just ll m may me might mine more most must my no nor not of off on onto
-    or other our ours out over own re s same shall she should so some such t than that the
-    their theirs them then there these they this those to too under up us ve very was we
-    were what when where which who whom whose why will with would you your yours
-"""
-STOP_WORDS = frozenset(_STOP_WORD_TEXT.split())
 _WORD = re.compile(r"[a-z0-9]+")
 
 Ranker = Callable[[Question], list[str]]

@@ -71,12 +71,12 @@ def taproot_results(
 ) -> dict[str, list[str]]:
     results: dict[str, list[str]] = {}
     for question in benchmark.questions:
-        ranked = rank_memories(
+        ranking = rank_memories(
             owners[question.conversation],
-            parse_filters(query=question.text),
+            parse_filters(query=question.text, limit=DEPTH),
             now=question.asked_at.replace(tzinfo=UTC),
         )
-        results[question.key] = [keys[item.candidate.id] for item in ranked[:DEPTH]]
+        results[question.key] = [keys[item.candidate.id] for item in ranking.ranked]
     return results
 
 

@@ -9,7 +9,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -22,8 +22,9 @@ from bench.queries import BANDS, QUERY_SIZES, QueryPools, query_pools
 from bench.synthetic import SyntheticStore, fresh_memories, generate_store
 from bench.timing import RunPlan, measure, summarise
 from memories import services
-from memories.models import Memory, MemoryTag, MemoryToken
-from memories.services.recall import parse_filters, rank_memories
+from memories.conf import ranking_profile
+from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry
+from memories.ranking import parse_query
 from memories.vocabulary import CATEGORY_ORDER
 
 RECALL_BY_IDS = 5
@@ -79,10 +80,23 @@ def move_to_now(anchor: datetime, now: datetime) -> None:
     Memory.objects.filter(last_retrieved__isnull=False).update(
         last_retrieved=F("last_retrieved") + delta
     )
+    shift = delta // timedelta(microseconds=1)
+    RecallEntry.objects.update(
+        created_us=F("created_us") + shift, updated_us=F("updated_us") + shift
+    )
+    RecallEntry.objects.filter(last_retrieved_us__isnull=False).update(
+        last_retrieved_us=F("last_retrieved_us") + shift
+    )
 
 
-def _candidates(owner: Any, now: datetime, **filters: Any) -> int:
-    return len(rank_memories(owner, parse_filters(**filters), now=now))
+def _candidates(owner: Any, *, query: str | None = None, category: str | None = None) -> int:
+    """How many live memories a recall has to score: those sharing a word with the query,
+    or those of the category."""
+    if query is not None:
+        keys = parse_query(query, ranking_profile()).tokens
+        tokens = MemoryToken.objects.filter(owner=owner, key__in=keys)
+        return tokens.values("memory_id").distinct().count()
+    return RecallEntry.objects.filter(owner=owner, category=category).count()
 
 
 def operations(
@@ -118,7 +132,7 @@ def operations(
                     recall_query(band, size),
                     band=band,
                     query_words=size,
-                    candidates=sum(_candidates(owner, now, query=q) for q in sample) / len(sample),
+                    candidates=sum(_candidates(owner, query=q) for q in sample) / len(sample),
                 )
             )
     ops.append(
@@ -134,8 +148,7 @@ def operations(
             "recall by category",
             "recall",
             lambda i: services.recall(owner=owner, category=categories[i % len(categories)]),
-            candidates=sum(_candidates(owner, now, category=c) for c in categories)
-            / len(categories),
+            candidates=sum(_candidates(owner, category=c) for c in categories) / len(categories),
         )
     )
 

@@ -4,7 +4,7 @@ import dataclasses
 
 from django.conf import settings
 
-from memories.ranking import DEFAULT_ACTIVATION, ActivationConfig
+from memories.ranking import DEFAULT_ACTIVATION, PROFILES, ActivationConfig, Profile
 
 
 def activation_config() -> ActivationConfig:
@@ -12,6 +12,11 @@ def activation_config() -> ActivationConfig:
     if not overrides:
         return DEFAULT_ACTIVATION
     return dataclasses.replace(DEFAULT_ACTIVATION, **overrides)
+
+
+def ranking_profile() -> Profile:
+    """The relevance profile recall uses and the index is built for (TAPROOT_RANKING)."""
+    return PROFILES[settings.TAPROOT_RANKING]
 
 
 def catalog_window_days() -> int:

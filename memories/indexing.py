@@ -1,15 +1,30 @@
-"""Write-time bookkeeping that recall and the duplicate warning read: the token index,
-tag rows and normalised hashes. Every write path that changes gist, content, tags or
-keywords calls `reindex`."""
+"""Write-time bookkeeping that recall and the duplicate warning read: the token index, the
+ranking entries and per-owner counts of the recall index, tag rows and normalised hashes.
+
+Every write path that changes a memory's text, tags or keywords, its archive state, or
+what activation reads (salience, category, times, retrieval count) calls `reindex`;
+one that deletes a live memory calls `unindex` first. Only live memories have tokens and
+a ranking entry, so counting them gives N and the document frequencies exactly.
+"""
 
 import hashlib
 import re
-from collections.abc import Iterable
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 
-from memories.models import Memory, MemoryTag, MemoryToken
-from memories.ranking import index_key, memory_terms, tokenize
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from memories.conf import ranking_profile
+from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex, User
+from memories.ranking import Profile, index_entries, index_key, memory_terms, parse_query
+from memories.timeutil import micros
 
 _NOT_WORD = re.compile(r"[\W_]+")
+ROW_BATCH = 2000
+# The fields the token index and the tag rows are made from.
+INDEXED_TEXT = frozenset({"gist", "content", "tags", "search_keywords"})
 
 
 def normalised_hash(text: str | None) -> str:
@@ -25,34 +40,13 @@ def tag_key(tag: str) -> str:
 
 
 def query_keys(query: str | None) -> list[str]:
-    """The distinct index keys of a query's tokens (empty for a blank query)."""
-    return sorted({index_key(token) for token in tokenize(query)})
+    """The distinct index keys of a query under the active profile (empty when blank)."""
+    return list(parse_query(query, ranking_profile()).tokens)
 
 
 def refresh_hashes(memory: Memory) -> None:
     memory.gist_hash = normalised_hash(memory.gist)
     memory.content_hash = normalised_hash(memory.content)
-
-
-def _rows_for(memory: Memory) -> tuple[list[MemoryToken], list[MemoryTag]]:
-    terms = memory_terms(
-        gist=memory.gist,
-        content=memory.content,
-        tags=string_items(memory.tags),
-        search_keywords=string_items(memory.search_keywords),
-    )
-    keys: dict[str, bool] = {}
-    for token in terms.keywords:
-        keys[index_key(token)] = True
-    for token in terms.content_only:
-        keys.setdefault(index_key(token), False)
-    tokens = [
-        MemoryToken(memory_id=memory.pk, owner_id=memory.owner_id, key=key, in_keywords=kw)
-        for key, kw in keys.items()
-    ]
-    tag_keys = {tag_key(tag) for tag in string_items(memory.tags) if tag.strip()}
-    tags = [MemoryTag(memory_id=memory.pk, owner_id=memory.owner_id, key=key) for key in tag_keys]
-    return tokens, tags
 
 
 def string_items(values: object) -> list[str]:
@@ -64,19 +58,152 @@ def string_items(values: object) -> list[str]:
     return []
 
 
-def reindex(memories: Iterable[Memory]) -> None:
-    """Rebuild the token and tag rows of these (saved) memories."""
+def token_rows(memory: Memory, profile: Profile) -> list[MemoryToken]:
+    """The recall index rows of a live memory under this profile."""
+    terms = memory_terms(
+        gist=memory.gist,
+        content=memory.content,
+        tags=string_items(memory.tags),
+        search_keywords=string_items(memory.search_keywords),
+        profile=profile,
+    )
+    return [
+        MemoryToken(memory_id=memory.pk, owner_id=memory.owner_id, key=key, in_keywords=kw)
+        for key, kw in index_entries(terms).items()
+    ]
+
+
+def tag_rows(memory: Memory) -> list[MemoryTag]:
+    keys = {tag_key(tag) for tag in string_items(memory.tags) if tag.strip()}
+    return [MemoryTag(memory_id=memory.pk, owner_id=memory.owner_id, key=key) for key in keys]
+
+
+def recall_entry(memory: Memory) -> RecallEntry:
+    return RecallEntry(
+        memory_id=memory.pk,
+        owner_id=memory.owner_id,
+        category=memory.category,
+        salience=memory.salience,
+        retrieval_count=memory.retrieval_count,
+        last_retrieved_us=micros(memory.last_retrieved) if memory.last_retrieved else None,
+        created_us=micros(memory.created_at),
+        updated_us=micros(memory.updated_at),
+    )
+
+
+def reindex(memories: Iterable[Memory], *, text_changed: bool = True) -> None:
+    """Rebuild the index rows of these saved memories.
+
+    Tag rows always; tokens and the ranking entry only while a memory is live. With
+    `text_changed=False` (only salience, times or the archive state moved) the tag rows
+    are left alone, and tokens are rebuilt only for memories that just became live.
+    """
     batch = list(memories)
     if not batch:
         return
+    profile = ranking_profile()
     ids = [m.pk for m in batch]
-    MemoryToken.objects.filter(memory_id__in=ids).delete()
-    MemoryTag.objects.filter(memory_id__in=ids).delete()
-    tokens: list[MemoryToken] = []
-    tags: list[MemoryTag] = []
+    live = [m for m in batch if m.archived_at is None]
+    had_entry = set(RecallEntry.objects.filter(memory_id__in=ids).values_list("pk", flat=True))
+    RecallEntry.objects.filter(memory_id__in=ids).delete()
+    if text_changed:
+        MemoryToken.objects.filter(memory_id__in=ids).delete()
+        MemoryTag.objects.filter(memory_id__in=ids).delete()
+        tokenised = live
+        MemoryTag.objects.bulk_create(
+            [row for m in batch for row in tag_rows(m)], batch_size=ROW_BATCH
+        )
+    else:
+        # Archived since: their tokens go. Live again: their tokens come back.
+        gone = [m.pk for m in batch if m.archived_at is not None and m.pk in had_entry]
+        MemoryToken.objects.filter(memory_id__in=gone).delete()
+        tokenised = [m for m in live if m.pk not in had_entry]
+        MemoryToken.objects.filter(memory_id__in=[m.pk for m in tokenised]).delete()
+    MemoryToken.objects.bulk_create(
+        [row for m in tokenised for row in token_rows(m, profile)], batch_size=ROW_BATCH
+    )
+    RecallEntry.objects.bulk_create([recall_entry(m) for m in live], batch_size=ROW_BATCH)
+    change: dict[int, int] = defaultdict(int)
     for memory in batch:
-        memory_tokens, memory_tags = _rows_for(memory)
-        tokens.extend(memory_tokens)
-        tags.extend(memory_tags)
-    MemoryToken.objects.bulk_create(tokens, batch_size=2000)
-    MemoryTag.objects.bulk_create(tags, batch_size=2000)
+        change[memory.owner_id] += (memory.archived_at is None) - (memory.pk in had_entry)
+    _count_live(change, profile)
+
+
+def unindex(ids: Sequence[uuid.UUID]) -> None:
+    """Take these memories out of the recall index before they are deleted."""
+    change: dict[int, int] = defaultdict(int)
+    for owner_id in RecallEntry.objects.filter(memory_id__in=ids).values_list(
+        "owner_id", flat=True
+    ):
+        change[owner_id] -= 1
+    MemoryToken.objects.filter(memory_id__in=ids).delete()
+    RecallEntry.objects.filter(memory_id__in=ids).delete()
+    _count_live(change, ranking_profile())
+
+
+def _count_live(change: dict[int, int], profile: Profile) -> None:
+    """Apply changes in the number of live memories to each owner's RecallIndex row."""
+    for owner_id, delta in change.items():
+        rows = RecallIndex.objects.filter(owner_id=owner_id)
+        if rows.update(live_memories=F("live_memories") + delta) if delta else rows.exists():
+            continue
+        # The owner's first live memory: the row starts at the count now stored.
+        try:
+            with transaction.atomic():
+                RecallIndex.objects.create(
+                    owner_id=owner_id,
+                    profile=profile.name,
+                    live_memories=RecallEntry.objects.filter(owner_id=owner_id).count(),
+                )
+        except IntegrityError:
+            # Another transaction made the row first; its count could not see ours.
+            rows.update(live_memories=F("live_memories") + delta)
+
+
+def rebuild(
+    owner: User, *, batch_size: int = 500, advance: Callable[[int], object] | None = None
+) -> int:
+    """Rebuild the owner's whole recall index for the active profile, one transaction per
+    batch of memories, and record the profile. Running it twice changes nothing.
+
+    `advance(n)` is told after each batch how many memories it held. Returns how many
+    memories were indexed.
+    """
+    profile = ranking_profile()
+    memories = Memory.objects.for_owner(owner).order_by("pk")
+    done = 0
+    last: uuid.UUID | None = None
+    while True:
+        page = memories.filter(pk__gt=last) if last is not None else memories
+        with transaction.atomic():
+            batch = list(page[:batch_size])
+            if not batch:
+                break
+            reindex(batch)
+        last = batch[-1].pk
+        done += len(batch)
+        if advance is not None:
+            advance(len(batch))
+    with transaction.atomic():
+        RecallIndex.objects.update_or_create(
+            owner=owner,
+            defaults={
+                "profile": profile.name,
+                "live_memories": RecallEntry.objects.filter(owner=owner).count(),
+            },
+        )
+    return done
+
+
+def index_mismatch() -> str | None:
+    """Why the stored recall index cannot serve the active profile, or None when it can."""
+    active = ranking_profile().name
+    stale = RecallIndex.objects.exclude(profile=active)
+    built_for = stale.values_list("profile", flat=True).first()
+    if built_for is None:
+        return None
+    return (
+        f"The recall index of {stale.count()} account(s) was built for the {built_for!r} "
+        f"relevance profile, but TAPROOT_RANKING is {active!r}. Rebuild it with "
+        "`python manage.py reindex_taproot` (or set TAPROOT_RANKING back), then start again."
+    )

@@ -133,22 +133,6 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
             queryset = queryset.filter(pk__in=tag_rows.filter(key=key).values("memory_id"))
         return queryset
 
-    def matching_tokens(self, keys: list[str], *, owner: User | None = None) -> "MemoryQuerySet":
-        """Memories holding any of the index keys, with hit counts per place.
-
-        `keyword_hits` counts query tokens found among keyword tokens (keywords, tags,
-        gist); `content_hits` those found only in the content. Give `owner` so the
-        lookup uses the (owner, key) index instead of scanning every token row.
-        """
-        # One filter() call, so the owner and key conditions and the counts share a join.
-        lookup: dict[str, Any] = {"tokens__key__in": keys}
-        if owner is not None:
-            lookup["tokens__owner"] = owner
-        return self.filter(**lookup).annotate(
-            keyword_hits=Count("tokens", filter=Q(tokens__in_keywords=True)),
-            content_hits=Count("tokens", filter=Q(tokens__in_keywords=False)),
-        )
-
     def category_counts(self) -> dict[str, int]:
         rows = self.order_by().values_list("category").annotate(n=Count("pk"))
         return {category: n for category, n in rows}
@@ -367,7 +351,9 @@ class Memory(models.Model):
 
 
 class MemoryToken(models.Model):
-    """The recall index: one row per distinct token of a memory (SPEC §3)."""
+    """The recall index: one row per distinct token of a live memory (SPEC §3), in the
+    active relevance profile's tokens. Archived memories have none, so counting a key's
+    rows gives its document frequency among live memories."""
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="tokens")
     # Denormalised so the lookup index starts with the owner.
@@ -381,10 +367,55 @@ class MemoryToken(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["memory", "key"], name="memorytoken_unique_key"),
         ]
-        indexes = [models.Index(fields=["owner", "key"], name="memorytoken_owner_key")]
+        indexes = [
+            # Covers the scoring query and the document-frequency count: both read only
+            # these columns (SQLite ignores INCLUDE, so they are all key columns).
+            models.Index(
+                fields=["owner", "key", "memory", "in_keywords"], name="memorytoken_covering"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.key
+
+
+class RecallEntry(models.Model):
+    """What activation reads about one live memory, as numbers, so that recall scores in
+    SQL without touching the wide memory rows. Times are microseconds since the epoch:
+    SQLite has no exact date arithmetic."""
+
+    memory = models.OneToOneField(
+        Memory, primary_key=True, on_delete=models.CASCADE, related_name="recall_entry"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    category = models.CharField(max_length=64)
+    salience = models.CharField(max_length=32)
+    retrieval_count = models.PositiveIntegerField()
+    last_retrieved_us = models.BigIntegerField(null=True)
+    created_us = models.BigIntegerField()
+    updated_us = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "category"], name="recallentry_owner_category")]
+
+    def __str__(self) -> str:
+        return str(self.memory_id)
+
+
+class RecallIndex(models.Model):
+    """One owner's recall index as a whole: the relevance profile that built it and N,
+    the owner's live memories (the IDF weights need it on every query)."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
+    profile = models.CharField(max_length=16)
+    live_memories = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.profile}: {self.live_memories} live memories"
 
 
 class MemoryTag(models.Model):

@@ -1,25 +1,37 @@
-"""Recall ranking (activation) as pure functions: no ORM, no settings.
+"""Recall ranking (activation, SPEC §3) as pure functions: no ORM, no settings.
 
 score = base_weight × base + salience_weight × salience + relevance_weight × relevance
 
-The weights live in one frozen config object; `memories.conf.activation_config()`
-applies overrides from settings.
+Relevance has two profiles (SPEC §3.1): `taproot`, the default, weighs each query word by
+how rare it is among the owner's live memories (IDF); `seed` is the original rule, every
+word alike. Both share the shape the database path computes: per memory an integer
+numerator Σ w(t) × f(t, m) over the query's tokens t, divided by an integer denominator,
+so equal inputs tie exactly.
+
+This module is also the reference: `reference_rank` ranks plain memory values from
+scratch, and the tests hold the database path (memories.services.recall) to it. The
+weights live in one frozen config object; `memories.conf.activation_config()` applies
+overrides from settings.
 """
 
 import hashlib
 import math
 import re
+import threading
+import unicodedata
 import uuid
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 from functools import lru_cache
 
+import snowballstemmer
+
 from memories.timeutil import micros
 from memories.vocabulary import HIGH, LOW, MEDIUM
 
-TOKEN_RE = re.compile(r"[a-z0-9']+")
 SECONDS_PER_DAY = 86_400.0
 # Longest token kept verbatim in the database index; longer ones are stored as a
 # prefix plus a digest so the index column stays small on both backends.
@@ -33,18 +45,31 @@ class ActivationConfig:
     relevance_weight: float = 2.5
     novelty_floor: float = 0.6
     decay_exponent: float = -0.5
-    keyword_hit: float = 1.0
-    content_hit: float = 0.35
     salience_scores: dict[str, float] = field(
         default_factory=lambda: {HIGH: 1.0, MEDIUM: 0.6, LOW: 0.3}
     )
+    # The seed profile: a query token among the keyword tokens counts 1.0, one found only
+    # in the content 0.35.
+    keyword_hit: float = 1.0
+    content_hit: float = 0.35
+    # The taproot profile (SPEC §3.1): f(t, m) is 10 for a keyword token, 7 for a
+    # content-only one; w(t) = round(idf_scale × ln(1 + (N − df + idf_k) / (df + idf_k))).
+    keyword_factor: int = 10
+    content_factor: int = 7
+    idf_scale: int = 1000
+    idf_k: float = 0.5
 
 
 DEFAULT_ACTIVATION = ActivationConfig()
 
 
+# --- tokens of the seed profile --------------------------------------------------------
+
+SEED_TOKEN_RE = re.compile(r"[a-z0-9']+")
+
+
 def stem(token: str) -> str:
-    """The small suffix stemmer: the first rule that applies wins."""
+    """The seed's small suffix stemmer: the first rule that applies wins."""
     n = len(token)
     if n > 6 and token.endswith("ing"):
         return token[:-3]
@@ -58,16 +83,114 @@ def stem(token: str) -> str:
 
 
 def tokenize(text: str | None) -> list[str]:
-    """Lowercased runs of [a-z0-9'], each stemmed. Anything else separates tokens."""
+    """The seed's tokens: lowercased runs of [a-z0-9'], each stemmed; anything else
+    separates tokens. No stop words."""
     if not text:
         return []
-    return [stem(raw) for raw in TOKEN_RE.findall(text.lower())]
+    return [stem(raw) for raw in SEED_TOKEN_RE.findall(text.lower())]
 
 
-def token_set(texts: Iterable[str | None]) -> set[str]:
+# --- tokens of the taproot profile -----------------------------------------------------
+
+# Runs of Unicode letters and digits: \w without the underscore.
+WORD_RE = re.compile(r"[^\W_]+")
+
+# English function words: articles, pronouns, auxiliaries, question words, common
+# prepositions and conjunctions, and the pieces an apostrophe leaves ("don't" → don, t).
+# They tell no memory apart, so a query ignores them.
+_STOP_WORD_TEXT = """
+    a about all also am an and any are as at be been being both but by can could d did do
+    does doing done down each for from had has have he her here hers him his how i if in
+    into is it its just ll m may me might mine more most must my no nor not of off on onto
+    or other our ours out over own re s same shall she should so some such t than that the
+    their theirs them then there these they this those to too under up us ve very was we
+    were what when where which who whom whose why will with would you your yours
+"""
+STOP_WORDS = frozenset(_STOP_WORD_TEXT.split())
+
+# Snowball stemmers keep state while they work: one per thread.
+_stemmers = threading.local()
+
+
+@lru_cache(maxsize=200_000)
+def snowball_stem(word: str) -> str:
+    """The Snowball English stem of an ASCII word."""
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+    stemmed: str = stemmer.stemWord(word)
+    return stemmed
+
+
+def words(text: str | None) -> list[str]:
+    """The taproot profile's words before stop words and stemming: runs of Unicode letters
+    and digits of the NFKC-normalised, case-folded text (an apostrophe separates)."""
+    if not text:
+        return []
+    return WORD_RE.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def taproot_tokenize(text: str | None) -> list[str]:
+    """The taproot profile's tokens: words without stop words, ASCII ones stemmed."""
+    return [
+        snowball_stem(word) if word.isascii() else word
+        for word in words(text)
+        if word not in STOP_WORDS
+    ]
+
+
+# --- profiles --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How one relevance profile turns text into tokens and weighs a query's tokens."""
+
+    name: str
+    tokenize: Callable[[str | None], list[str]]
+    # Weigh each query token by its IDF (taproot); otherwise every token weighs 1 (seed).
+    idf: bool
+
+    def factors(self, config: ActivationConfig) -> tuple[int, int]:
+        """Integer f(t, m) for a keyword token and for a content-only token."""
+        if self.idf:
+            return config.keyword_factor, config.content_factor
+        # The seed's 1.0 and 0.35, as integers over a common denominator (100 and 35).
+        keyword, content = Fraction(str(config.keyword_hit)), Fraction(str(config.content_hit))
+        scale = math.lcm(keyword.denominator, content.denominator)
+        return int(keyword * scale), int(content * scale)
+
+
+TAPROOT = Profile("taproot", taproot_tokenize, idf=True)
+SEED = Profile("seed", tokenize, idf=False)
+PROFILES = {profile.name: profile for profile in (TAPROOT, SEED)}
+DEFAULT_PROFILE = TAPROOT
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a recall query asks for under one profile."""
+
+    tokens: tuple[str, ...]  # distinct index keys, sorted
+    # True when the text had words but every one was a stop word: it matches nothing.
+    only_stop_words: bool = False
+
+    @property
+    def blank(self) -> bool:
+        return not self.tokens and not self.only_stop_words
+
+
+def parse_query(text: str | None, profile: Profile) -> Query:
+    keys = tuple(sorted({index_key(token) for token in profile.tokenize(text)}))
+    if keys or profile is not TAPROOT:
+        return Query(keys)
+    return Query((), only_stop_words=bool(words(text)))
+
+
+def token_set(texts: Iterable[str | None], profile: Profile = SEED) -> set[str]:
     tokens: set[str] = set()
     for text in texts:
-        tokens.update(tokenize(text))
+        tokens.update(profile.tokenize(text))
     return tokens
 
 
@@ -88,11 +211,91 @@ class IndexedTerms:
 
 
 def memory_terms(
-    *, gist: str | None, content: str | None, tags: Iterable[str], search_keywords: Iterable[str]
+    *,
+    gist: str | None,
+    content: str | None,
+    tags: Iterable[str],
+    search_keywords: Iterable[str],
+    profile: Profile = SEED,
 ) -> IndexedTerms:
-    keywords = token_set([gist, *tags, *search_keywords])
-    content_only = token_set([content]) - keywords
+    keywords = token_set([gist, *tags, *search_keywords], profile)
+    content_only = token_set([content], profile) - keywords
     return IndexedTerms(frozenset(keywords), frozenset(content_only))
+
+
+def index_entries(terms: IndexedTerms) -> dict[str, bool]:
+    """Index key → whether it is a keyword token, as the recall index stores them."""
+    entries: dict[str, bool] = {}
+    for token in terms.keywords:
+        entries[index_key(token)] = True
+    for token in terms.content_only:
+        entries.setdefault(index_key(token), False)
+    return entries
+
+
+# --- relevance -------------------------------------------------------------------------
+
+
+def idf_weight(*, live: int, df: int, config: ActivationConfig = DEFAULT_ACTIVATION) -> int:
+    """w(t) = round(1000 × ln(1 + (N − df + 0.5) / (df + 0.5))), an integer."""
+    k = config.idf_k
+    return round(config.idf_scale * math.log(1 + (live - df + k) / (df + k)))
+
+
+def query_weights(
+    query: Query,
+    *,
+    profile: Profile,
+    live: int,
+    df: Mapping[str, int],
+    config: ActivationConfig = DEFAULT_ACTIVATION,
+) -> dict[str, int]:
+    """w(t) for each query token: its IDF weight (taproot) or 1 (seed).
+
+    When every weight rounds to 0 (words nearly every memory holds, in a large store),
+    the share 0 / 0 means nothing: the words then weigh alike, as in the seed rule.
+    """
+    if not profile.idf:
+        return dict.fromkeys(query.tokens, 1)
+    weights = {t: idf_weight(live=live, df=df.get(t, 0), config=config) for t in query.tokens}
+    if weights and not any(weights.values()):
+        return dict.fromkeys(query.tokens, 1)
+    return weights
+
+
+@dataclass(frozen=True)
+class Relevance:
+    """relevance(m) = hits(m) / denominator, from integers so that equal shares tie."""
+
+    weights: Mapping[str, int]
+    keyword_factor: int
+    content_factor: int
+
+    @property
+    def denominator(self) -> int:
+        return self.keyword_factor * sum(self.weights.values())
+
+    def hits(self, terms: IndexedTerms) -> int:
+        """Σ w(t) × f(t, m) over the query's tokens."""
+        total = 0
+        for token, weight in self.weights.items():
+            if token in terms.keywords:
+                total += weight * self.keyword_factor
+            elif token in terms.content_only:
+                total += weight * self.content_factor
+        return total
+
+
+def relevance_value(hits: int, denominator: int) -> float:
+    """hits / denominator in [0, 1], rounded once (equal fractions give equal floats)."""
+    if denominator <= 0:
+        return 0.0
+    return _exact_share(hits, denominator)
+
+
+@lru_cache(maxsize=4096)
+def _exact_share(hits: int, denominator: int) -> float:
+    return float(Fraction(hits, denominator))
 
 
 def relevance(
@@ -102,24 +305,12 @@ def relevance(
     content_hits: int,
     config: ActivationConfig = DEFAULT_ACTIVATION,
 ) -> float:
-    """(k × keyword_hit + c × content_hit) / |Q|, from integer counts so equal inputs tie."""
-    if query_size <= 0:
-        return 0.0
-    return _exact_relevance(
-        query_size, keyword_hits, content_hits, config.keyword_hit, config.content_hit
-    )
+    """The seed rule: (k × 1.0 + c × 0.35) / |Q|, from integer counts so equal inputs tie."""
+    keyword, content = SEED.factors(config)
+    return relevance_value(keyword_hits * keyword + content_hits * content, keyword * query_size)
 
 
-@lru_cache(maxsize=4096)
-def _exact_relevance(
-    query_size: int, keyword_hits: int, content_hits: int, keyword_hit: float, content_hit: float
-) -> float:
-    # Exact rational arithmetic rounded once: equal fractions give bit-identical floats,
-    # so ties really tie.
-    value = (
-        keyword_hits * Fraction(str(keyword_hit)) + content_hits * Fraction(str(content_hit))
-    ) / query_size
-    return float(value)
+# --- activation ------------------------------------------------------------------------
 
 
 def base_activation(
@@ -147,7 +338,11 @@ def activation(
     relevance_value: float | None,
     config: ActivationConfig = DEFAULT_ACTIVATION,
 ) -> float:
-    """The full score; `relevance_value` is None when the query is blank."""
+    """The full score; `relevance_value` is None when the query is blank.
+
+    The database path (memories.services.recall) adds the same terms in the same order,
+    so a memory never retrieved scores bit for bit as here.
+    """
     score = config.base_weight * base_activation(
         retrieval_count=retrieval_count,
         last_retrieved=last_retrieved,
@@ -173,8 +368,7 @@ class Candidate:
     last_retrieved: datetime | None
     created_at: datetime
     updated_at: datetime
-    keyword_hits: int = 0
-    content_hits: int = 0
+    hits: int = 0  # Σ w(t) × f(t, m); 0 when the memory shares no token with the query
 
 
 @dataclass(frozen=True)
@@ -186,40 +380,113 @@ class Ranked:
 def rank(
     candidates: Iterable[Candidate],
     *,
-    query_tokens: set[str] | frozenset[str],
+    denominator: int | None,
     now: datetime,
     config: ActivationConfig = DEFAULT_ACTIVATION,
 ) -> list[Ranked]:
-    """Score and order candidates. With query tokens, those without relevance are dropped.
+    """Score and order candidates; `denominator` is None for a blank query. With a query,
+    candidates without relevance are dropped.
 
     Ties (exactly equal scores) go to the newer `updated_at`, then the smaller id.
     """
-    query_size = len(query_tokens)
     ranked: list[Ranked] = []
     for candidate in candidates:
-        relevance_value: float | None = None
-        if query_size:
-            if candidate.keyword_hits + candidate.content_hits == 0:
+        share: float | None = None
+        if denominator is not None:
+            if candidate.hits <= 0:
                 continue
-            relevance_value = relevance(
-                query_size=query_size,
-                keyword_hits=candidate.keyword_hits,
-                content_hits=candidate.content_hits,
-                config=config,
-            )
+            share = relevance_value(candidate.hits, denominator)
         score = activation(
             retrieval_count=candidate.retrieval_count,
             last_retrieved=candidate.last_retrieved,
             created_at=candidate.created_at,
             salience=candidate.salience,
             now=now,
-            relevance_value=relevance_value,
+            relevance_value=share,
             config=config,
         )
         ranked.append(Ranked(candidate, score))
-    ranked.sort(key=_order_key)
+    ranked.sort(key=order_key)
     return ranked
 
 
-def _order_key(item: Ranked) -> tuple[float, int, str]:
+def order_key(item: Ranked) -> tuple[float, int, str]:
     return (-item.score, -micros(item.candidate.updated_at), str(item.candidate.id))
+
+
+# --- the reference: a whole store ranked from scratch ----------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryValues:
+    """One memory as plain values: all the reference needs."""
+
+    id: uuid.UUID
+    gist: str
+    content: str
+    tags: Sequence[str]
+    search_keywords: Sequence[str]
+    salience: str
+    retrieval_count: int
+    last_retrieved: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+def reference_rank(
+    live_memories: Sequence[MemoryValues],
+    query_text: str | None,
+    *,
+    profile: Profile,
+    now: datetime,
+    config: ActivationConfig = DEFAULT_ACTIVATION,
+    among: Callable[[MemoryValues], bool] = lambda memory: True,
+) -> list[Ranked]:
+    """SPEC §3 and §3.1 computed the slow way: tokenise every live memory of the owner,
+    count N and df, weigh the query and rank the memories `among` admits (the filters)."""
+    query = parse_query(query_text, profile)
+    if query.only_stop_words:
+        return []
+    terms = {
+        m.id: memory_terms(
+            gist=m.gist,
+            content=m.content,
+            tags=m.tags,
+            search_keywords=m.search_keywords,
+            profile=profile,
+        )
+        for m in live_memories
+    }
+    df: Counter[str] = Counter()
+    for memory_terms_ in terms.values():
+        df.update(index_entries(memory_terms_))
+    keyword_factor, content_factor = profile.factors(config)
+    scorer = Relevance(
+        query_weights(query, profile=profile, live=len(live_memories), df=df, config=config),
+        keyword_factor,
+        content_factor,
+    )
+    candidates = [
+        Candidate(
+            id=m.id,
+            salience=m.salience,
+            retrieval_count=m.retrieval_count,
+            last_retrieved=m.last_retrieved,
+            created_at=m.created_at,
+            updated_at=m.updated_at,
+            hits=scorer.hits(_keyed(terms[m.id])),
+        )
+        for m in live_memories
+        if among(m)
+    ]
+    denominator = None if query.blank else scorer.denominator
+    return rank(candidates, denominator=denominator, now=now, config=config)
+
+
+def _keyed(terms: IndexedTerms) -> IndexedTerms:
+    """The terms as index keys (long tokens shortened), as query tokens are."""
+    entries = index_entries(terms)
+    return IndexedTerms(
+        frozenset(k for k, kw in entries.items() if kw),
+        frozenset(k for k, kw in entries.items() if not kw),
+    )

@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from contextlib import AsyncExitStack
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.asgi import get_asgi_application
+from django.db import connections
 
 from mcp_bridge.request_log import RequestRecord, current_record, logger
 
@@ -32,6 +33,19 @@ NO_EVENT_STREAM = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Method Not Allowed: '
     b'this stateless endpoint offers no event stream; send requests with POST."}}'
 )
+
+
+class StartupRefused(Exception):
+    """The server must not start; the message says what to do."""
+
+
+def _recall_index_problem() -> str | None:
+    from memories.indexing import index_mismatch
+
+    try:
+        return index_mismatch()
+    finally:
+        connections.close_all()
 
 
 class TaprootASGI:
@@ -60,6 +74,9 @@ class TaprootASGI:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.start()
+                except StartupRefused as error:
+                    await send({"type": "lifespan.startup.failed", "message": str(error)})
+                    return
                 except Exception as error:
                     await send({"type": "lifespan.startup.failed", "message": repr(error)})
                     return
@@ -70,6 +87,11 @@ class TaprootASGI:
                 return
 
     async def start(self) -> None:
+        # Here rather than as a system check: `migrate` runs the checks first, and the
+        # command that repairs the index needs the migrated tables.
+        problem = await sync_to_async(_recall_index_problem, thread_sensitive=True)()
+        if problem:
+            raise StartupRefused(problem)
         await self._lifespan_stack.enter_async_context(self.mcp.session_manager.run())
         self.running = True
 

@@ -10,6 +10,7 @@ from taproot_site.env import (
     DEFAULT_POOL_SIZE,
     database_from_url,
     env_bool,
+    env_choice,
     env_int,
     env_list,
     env_str,
@@ -50,6 +51,10 @@ TAPROOT_REGISTRATION_WINDOW_SECONDS = env_int(
 CATALOG_WINDOW_DAYS = env_int("CATALOG_WINDOW_DAYS", 45, minimum=0)
 REFLECT_MAX_TOKENS = env_int("REFLECT_MAX_TOKENS", 8000, minimum=500)
 
+# The recall relevance profile (SPEC §3.1): "taproot" weighs query words by how rare they
+# are; "seed" is the original rule. The index is built for one of them: after a change,
+# run `manage.py reindex_taproot`.
+TAPROOT_RANKING = env_choice("TAPROOT_RANKING", "taproot", ("taproot", "seed"))
 # Overrides for the recall ranking weights (see memories.ranking.ActivationConfig).
 TAPROOT_ACTIVATION: dict[str, float] = {}
 

@@ -61,6 +61,13 @@ def other_user(django_user_model: Any) -> Any:
 
 
 @pytest.fixture
+def seed_profile(settings: Any) -> None:
+    """Recall with the original relevance rule (TAPROOT_RANKING=seed), as the tests written
+    for it expect; the index follows, since every memory is written after this."""
+    settings.TAPROOT_RANKING = "seed"
+
+
+@pytest.fixture
 def make_memory(user: Any) -> Callable[..., Memory]:
     """Write a memory straight through the ORM (any field, drift included), indexed."""
 

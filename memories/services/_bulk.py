@@ -37,9 +37,9 @@ def save_revisions(revisions: Sequence[Revision | None]) -> None:
     Revision.objects.bulk_create([r for r in revisions if r is not None], batch_size=WRITE_BATCH)
 
 
-def reindex_in_batches(memories: Sequence[Memory]) -> None:
+def reindex_in_batches(memories: Sequence[Memory], *, text_changed: bool = True) -> None:
     for start in range(0, len(memories), WRITE_BATCH):
-        reindex(memories[start : start + WRITE_BATCH])
+        reindex(memories[start : start + WRITE_BATCH], text_changed=text_changed)
 
 
 def update_rows(rows: Sequence[models.Model], fields: Sequence[str]) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from memories.errors import InvalidInput
-from memories.indexing import refresh_hashes, reindex, string_items
+from memories.indexing import refresh_hashes, reindex, string_items, unindex
 from memories.models import ChangeSource, Memory, Revision, User
 from memories.services._common import (
     get_memory,
@@ -74,6 +74,7 @@ def promote(
         touch(memory, now)
         memory.save(update_fields=[*values, "updated_at", "last_touched_at"])
         record_revision(memory, before, source=ChangeSource.TOOL, action="promote", now=now)
+        reindex([memory], text_changed=False)
     reply: dict[str, Any] = {
         "status": "ok",
         "memory_id": str(memory.pk),
@@ -105,6 +106,7 @@ def set_curation(
             setattr(memory, name, value)
         memory.save(update_fields=list(values))
         record_revision(memory, before, source=source, action="curate", now=now)
+        reindex([memory], text_changed=False)
     return memory
 
 
@@ -164,6 +166,7 @@ def _archive(
     memory.archive_reason = reason
     memory.save(update_fields=["archived_at", "archive_reason"])
     record_revision(memory, before, source=source, action=action, now=now)
+    reindex([memory], text_changed=False)
 
 
 def unarchive(
@@ -189,6 +192,7 @@ def unarchive(
         memory.archive_reason = None
         memory.save(update_fields=["archived_at", "archive_reason"])
         record_revision(memory, before, source=source, action="unarchive", now=now)
+        reindex([memory], text_changed=False)
     return {"status": "ok", "action": "unarchived", "memory_id": str(memory.pk), "changed": True}
 
 
@@ -197,6 +201,7 @@ def delete(*, owner: User, memory_id: Any) -> dict[str, Any]:
     with transaction.atomic():
         memory = get_memory(owner, memory_id, for_update=True)
         pk = memory.pk
+        unindex([pk])
         memory.delete()
     return {"status": "ok", "action": "deleted", "memory_id": str(pk)}
 

@@ -204,7 +204,15 @@ def write_changes(changes: list[Change], *, source: str, now: datetime) -> None:
             for c in changes
         ]
     )
-    reindex_in_batches([c.memory for c in changes if INDEXED_FIELDS.intersection(c.fields)])
+    text_changed: list[Memory] = []
+    # The others changed only what activation reads (category, salience, counts, times).
+    others: list[Memory] = []
+    for change in changes:
+        (text_changed if INDEXED_FIELDS.intersection(change.fields) else others).append(
+            change.memory
+        )
+    reindex_in_batches(text_changed)
+    reindex_in_batches(others, text_changed=False)
 
 
 @dataclass

@@ -6,16 +6,18 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import F
 from django.db.models.functions import Greatest
 
-from memories.conf import activation_config
+from memories.conf import activation_config, ranking_profile
 from memories.errors import InvalidInput
-from memories.indexing import query_keys, tag_key
+from memories.indexing import tag_key
 from memories.jsonutil import dumps
-from memories.models import Memory, MemoryQuerySet, User
-from memories.ranking import Candidate, Ranked, rank
+from memories.models import Memory, RecallEntry, User
+from memories.ranking import Ranked, Relevance, parse_query, query_weights, rank
+from memories.scoring import Filters, best_candidates, statistics
 from memories.services._common import now_or
+from memories.timeutil import micros
 from memories.validation import (
     DEFAULT_RECALL_LIMIT,
     MAX_ITEM_LENGTH,
@@ -33,7 +35,10 @@ from memories.validation import (
 
 # Claude.ai cuts tool results near 150,000 characters; stop well before that.
 MAX_REPLY_CHARS = 100_000
-RANKING_FIELDS = ("id", "salience", "retrieval_count", "last_retrieved", "created_at", "updated_at")
+STOP_WORDS_NOTE = (
+    "Every word of this query is too common to tell memories apart (what, did, the, …). "
+    "Ask again with a distinctive word: a name, a place, a topic."
+)
 
 
 @dataclass(frozen=True)
@@ -93,40 +98,51 @@ def parse_filters(
     )
 
 
-def candidate_queryset(owner: User, filters: RecallFilters) -> MemoryQuerySet:
-    # Unordered: ranking sorts in Python, and an ORDER BY would steer the planner away
-    # from the indexes that find the candidates.
-    queryset = Memory.objects.for_owner(owner).live().order_by()
-    if filters.category:
-        queryset = queryset.in_category(filters.category)
-    if filters.ids is not None:
-        queryset = queryset.filter(pk__in=filters.ids)
-    if filters.tag_keys:
-        queryset = queryset.with_all_tags(filters.tag_keys, owner=owner)
-    if filters.since:
-        queryset = queryset.updated_since(filters.since)
-    return queryset
+@dataclass(frozen=True)
+class Ranking:
+    """A recall's ranked memories, and whether its query was all stop words."""
+
+    ranked: list[Ranked]
+    only_stop_words: bool = False
 
 
-def ranking_rows(owner: User, filters: RecallFilters) -> QuerySet[Memory, tuple[Any, ...]]:
-    """The rows ranking reads, as Candidate fields: only what scoring needs, never content.
+def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Ranking:
+    """The owner's best `filters.limit` live memories, best first. Reads only.
 
-    With a query, only memories sharing a token with it, found through the index.
+    The database scores and cuts (memories.scoring); what it returns is re-scored with
+    the reference formula, so scores, order and ties are exactly SPEC §3's.
     """
-    queryset = candidate_queryset(owner, filters)
-    keys = query_keys(filters.query)
-    if keys:
-        return queryset.matching_tokens(keys, owner=owner).values_list(
-            *RANKING_FIELDS, "keyword_hits", "content_hits"
-        )
-    return queryset.values_list(*RANKING_FIELDS)
-
-
-def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> list[Ranked]:
-    """Every matching live memory of the owner, best first. Reads only; strengthens nothing."""
-    candidates = [Candidate(*row) for row in ranking_rows(owner, filters)]
-    keys = frozenset(query_keys(filters.query))
-    return rank(candidates, query_tokens=keys, now=now, config=activation_config())
+    profile = ranking_profile()
+    config = activation_config()
+    query = parse_query(filters.query, profile)
+    if query.only_stop_words:
+        return Ranking([], only_stop_words=True)
+    keyword_factor, content_factor = profile.factors(config)
+    weights: dict[str, int] | None = None
+    denominator = 0
+    if not query.blank:
+        live, df = statistics(owner.pk, query.tokens) if profile.idf else (0, {})
+        weights = query_weights(query, profile=profile, live=live, df=df, config=config)
+        denominator = Relevance(weights, keyword_factor, content_factor).denominator
+    candidates = best_candidates(
+        owner.pk,
+        weights=weights,
+        factors=(keyword_factor, content_factor),
+        denominator=denominator,
+        filters=Filters(
+            category=filters.category,
+            ids=filters.ids,
+            tag_keys=filters.tag_keys,
+            since=filters.since,
+        ),
+        limit=filters.limit,
+        now=now,
+        config=config,
+    )
+    ranked = rank(
+        candidates, denominator=None if weights is None else denominator, now=now, config=config
+    )
+    return Ranking(ranked[: filters.limit])
 
 
 def recall(
@@ -146,7 +162,10 @@ def recall(
     )
     # Ranking only reads, so it runs outside the write transaction: on SQLite that
     # transaction holds the database's one write lock, which other requests wait for.
-    ranked = rank_memories(owner, filters, now=now)[: filters.limit]
+    ranking = rank_memories(owner, filters, now=now)
+    if ranking.only_stop_words:
+        return _reply([], filters.warnings, truncated=False, note=STOP_WORDS_NOTE)
+    ranked = ranking.ranked
     chosen_ids = [item.candidate.id for item in ranked]
     memories = Memory.objects.for_owner(owner).live().filter(pk__in=chosen_ids).order_by().in_bulk()
     results: list[dict[str, Any]] = []
@@ -194,19 +213,28 @@ def _strengthen(owner: User, ids: list[uuid.UUID], *, now: datetime) -> dict[uui
             last_retrieved=now,
             last_touched_at=Greatest(F("updated_at"), now),
         )
+        RecallEntry.objects.filter(memory_id__in=counts).update(
+            retrieval_count=F("retrieval_count") + 1, last_retrieved_us=micros(now)
+        )
     return {pk: count + 1 for pk, count in counts.items()}
 
 
 def _reply(
-    results: list[dict[str, Any]], warnings: list[str], *, truncated: bool
+    results: list[dict[str, Any]],
+    warnings: list[str],
+    *,
+    truncated: bool,
+    note: str | None = None,
 ) -> dict[str, Any]:
     reply: dict[str, Any] = {"status": "ok", "count": len(results), "results": results}
     if truncated:
         reply["truncated"] = True
-        reply["note"] = (
+        note = (
             "More memories matched, but the reply stopped before 100,000 characters. Ask "
             "again with a narrower query, a lower limit or explicit ids."
         )
+    if note:
+        reply["note"] = note
     if warnings:
         reply["warnings"] = warnings
     return reply

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from memories.errors import InvalidInput
-from memories.indexing import refresh_hashes, reindex
+from memories.indexing import INDEXED_TEXT, refresh_hashes, reindex
 from memories.models import ChangeSource, Memory, User
 from memories.services._common import get_memory, now_or, record_revision, touch
 from memories.validation import (
@@ -177,8 +177,8 @@ def _update(
     refresh_hashes(memory)
     memory.save()
     record_revision(memory, before, source=source, action="update", now=now)
-    if {"gist", "content", "tags", "search_keywords"} & fields.keys():
-        reindex([memory])
+    # updated_at moved (and maybe salience or category): recall's entry always changes.
+    reindex([memory], text_changed=bool(INDEXED_TEXT & fields.keys()))
     return _reply("updated", memory, warnings)
 
 

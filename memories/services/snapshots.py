@@ -25,7 +25,7 @@ from typing import Any
 from django.db import transaction
 
 from memories.errors import InvalidInput
-from memories.indexing import refresh_hashes
+from memories.indexing import refresh_hashes, unindex
 from memories.models import ChangeSource, Closing, Memory, Snapshot, User
 from memories.services._bulk import (
     WRITE_BATCH,
@@ -256,6 +256,7 @@ def _remove_memories_not_in(owner_id: int, keep: set[uuid.UUID]) -> int:
         if pk not in keep
     ]
     for start in range(0, len(doomed), WRITE_BATCH):
+        unindex(doomed[start : start + WRITE_BATCH])
         Memory.objects.filter(pk__in=doomed[start : start + WRITE_BATCH]).delete()
     return len(doomed)
 

@@ -2,9 +2,19 @@ from datetime import timedelta
 
 import pytest
 
+from memories.conf import ranking_profile
 from memories.indexing import normalised_hash, query_keys, tag_key
-from memories.models import ChangeSource, Memory, MemoryTag, MemoryToken, Revision, Snapshot
-from memories.ranking import index_key, tokenize
+from memories.models import (
+    ChangeSource,
+    Memory,
+    MemoryTag,
+    MemoryToken,
+    RecallEntry,
+    RecallIndex,
+    Revision,
+    Snapshot,
+)
+from memories.ranking import index_key
 from memories.services import (
     archive,
     compress,
@@ -20,9 +30,11 @@ from memories.services import (
 )
 from memories.services.importing import import_store
 from memories.services.snapshots import restore_snapshot
+from memories.timeutil import micros
 from tests.conftest import NOW
 
-pytestmark = pytest.mark.django_db
+# Written for the seed relevance profile (SPEC §3); the taproot profile has its own.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seed_profile")]
 
 LATER = NOW + timedelta(hours=1)
 
@@ -180,13 +192,15 @@ def test_the_index_never_mixes_owners(user, other_user):
 
 
 def expected_rows(memory: Memory) -> tuple[dict[str, bool], set[str]]:
-    """The index rows SPEC §3 asks for, worked out here from the stored record."""
+    """The index rows SPEC §3 asks for, worked out here from the stored record: tokens of
+    the active profile for a live memory, none for an archived one; tags for both."""
 
     def strings(value) -> list[str]:
         if isinstance(value, str):
             return [value]  # drift that migrate has not repaired yet
         return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
+    tokenize = ranking_profile().tokenize
     keyword_tokens = {
         index_key(t)
         for text in [memory.gist, *strings(memory.tags), *strings(memory.search_keywords)]
@@ -195,7 +209,26 @@ def expected_rows(memory: Memory) -> tuple[dict[str, bool], set[str]]:
     content_tokens = {index_key(t) for t in tokenize(memory.content)} - keyword_tokens
     tokens = dict.fromkeys(keyword_tokens, True) | dict.fromkeys(content_tokens, False)
     tags = {index_key(t.strip().casefold()) for t in strings(memory.tags) if t.strip()}
-    return tokens, tags
+    return (tokens if memory.archived_at is None else {}), tags
+
+
+def entry_values(memory: Memory) -> tuple | None:
+    """What the ranking entry of a memory must hold: None for an archived memory."""
+    if memory.archived_at is not None:
+        return None
+
+    def us(moment):
+        return micros(moment) if moment else None
+
+    return (
+        memory.owner_id,
+        memory.category,
+        memory.salience,
+        memory.retrieval_count,
+        us(memory.last_retrieved),
+        us(memory.created_at),
+        us(memory.updated_at),
+    )
 
 
 def assert_derived_columns_are_fresh(owner, *, after: str) -> None:
@@ -203,17 +236,38 @@ def assert_derived_columns_are_fresh(owner, *, after: str) -> None:
         tokens, tags = expected_rows(memory)
         tag_rows = set(MemoryTag.objects.filter(memory=memory).values_list("key", flat=True))
         row_owners = set(MemoryToken.objects.filter(memory=memory).values_list("owner", flat=True))
+        entry = RecallEntry.objects.filter(memory=memory).values_list(
+            "owner",
+            "category",
+            "salience",
+            "retrieval_count",
+            "last_retrieved_us",
+            "created_us",
+            "updated_us",
+        )
         assert token_rows(memory.pk) == tokens, f"stale token rows after {after}"
         assert tag_rows == tags, f"stale tag rows after {after}"
         assert row_owners <= {owner.pk}, f"index rows of another owner after {after}"
+        assert entry.first() == entry_values(memory), f"stale ranking entry after {after}"
         assert memory.gist_hash == normalised_hash(memory.gist), f"stale hash after {after}"
         assert memory.content_hash == normalised_hash(memory.content), f"stale hash after {after}"
         assert memory.last_touched_at == max(
             memory.updated_at, memory.last_retrieved or memory.updated_at
         ), f"stale last touch after {after}"
+    index = RecallIndex.objects.get(owner=owner)
+    live = Memory.objects.for_owner(owner).live().count()
+    assert (index.profile, index.live_memories) == (ranking_profile().name, live), (
+        f"stale live count after {after}"
+    )
 
 
-def test_every_write_path_keeps_the_index_hashes_and_last_touch_fresh(user, make_memory):
+@pytest.fixture(params=["seed", "taproot"])
+def profile(request, settings):
+    settings.TAPROOT_RANKING = request.param
+    return request.param
+
+
+def test_every_write_path_keeps_the_index_hashes_and_last_touch_fresh(user, make_memory, profile):
     def step(name, action):
         action()
         assert_derived_columns_are_fresh(user, after=name)
@@ -247,9 +301,12 @@ def test_every_write_path_keeps_the_index_hashes_and_last_touch_fresh(user, make
     )
     step("archive", lambda: archive(owner=user, memory_id=b, reason="done"))
     step("unarchive", lambda: unarchive(owner=user, memory_id=b))
+    compressed: dict = {}
     step(
         "compress",
-        lambda: compress(owner=user, ids=[a, b], content="Boats, not bikes", gist="Transport"),
+        lambda: compressed.update(
+            compress(owner=user, ids=[a, b], content="Boats, not bikes", gist="Transport")
+        ),
     )
     revision = Revision.objects.filter(memory_id=a, action="update").get()
     step(
@@ -281,3 +338,4 @@ def test_every_write_path_keeps_the_index_hashes_and_last_touch_fresh(user, make
     step("restore_snapshot", lambda: restore_snapshot(snapshot_id=snapshot.pk, now=LATER))
     assert Memory.objects.get(pk=drifted.pk).tags == '["Anchor", 3]'
     step("delete", lambda: delete(owner=user, memory_id=b))
+    step("delete a live one", lambda: delete(owner=user, memory_id=compressed["memory_id"]))

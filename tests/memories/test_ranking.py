@@ -145,24 +145,23 @@ def _candidate(**overrides):
         "last_retrieved": None,
         "created_at": NOW,
         "updated_at": NOW,
-        "keyword_hits": 0,
-        "content_hits": 0,
+        "hits": 0,
     }
     values.update(overrides)
     return Candidate(**values)
 
 
 def test_a_query_drops_candidates_without_relevance():
-    hit = _candidate(keyword_hits=1)
+    hit = _candidate(hits=100)
     miss = _candidate()
-    ranked = rank([miss, hit], query_tokens={"word"}, now=NOW)
+    ranked = rank([miss, hit], denominator=100, now=NOW)
     assert [r.candidate for r in ranked] == [hit]
 
 
 def test_blank_query_ranks_everything_by_base_and_salience():
     low = _candidate(salience="low")
     high = _candidate(salience="high")
-    ranked = rank([low, high], query_tokens=set(), now=NOW)
+    ranked = rank([low, high], denominator=None, now=NOW)
     assert [r.candidate for r in ranked] == [high, low]
 
 
@@ -170,7 +169,7 @@ def test_equal_scores_go_to_newer_updated_at_then_smaller_id():
     older = _candidate(updated_at=NOW - timedelta(microseconds=1))
     a = _candidate(id=uuid.UUID("00000000-0000-4000-8000-00000000000a"))
     b = _candidate(id=uuid.UUID("00000000-0000-4000-8000-00000000000b"))
-    ranked = rank([b, older, a], query_tokens=set(), now=NOW)
+    ranked = rank([b, older, a], denominator=None, now=NOW)
     assert [r.candidate for r in ranked] == [a, b, older]
 
 
@@ -179,10 +178,9 @@ def test_ordering_is_identical_across_hash_seeds():
         "import uuid, datetime as d\n"
         "from memories.ranking import Candidate, rank\n"
         "now = d.datetime(2026, 1, 1, tzinfo=d.UTC)\n"
-        "cs = [Candidate(uuid.UUID(int=i * 7919 % 1000), 'medium', 0, None, now, now, i % 3,"
-        " i % 2) for i in range(1, 60)]\n"
-        "print([str(r.candidate.id)[-3:] for r in rank(cs, query_tokens={'a', 'b', 'c'},"
-        " now=now)])\n"
+        "cs = [Candidate(uuid.UUID(int=i * 7919 % 1000), 'medium', 0, None, now, now,"
+        " i % 3 * 100 + i % 2 * 35) for i in range(1, 60)]\n"
+        "print([str(r.candidate.id)[-3:] for r in rank(cs, denominator=300, now=now)])\n"
     )
     outputs = set()
     for seed in ("0", "1", "12345"):

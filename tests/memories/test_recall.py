@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from memories.errors import InvalidInput
 from memories.jsonutil import dumps
@@ -14,7 +15,8 @@ from memories.services import recall
 from tests.conftest import NOW
 from tests.memories.conftest import forget_sqlite_statistics
 
-pytestmark = pytest.mark.django_db
+# Written for the seed relevance profile (SPEC §3); the taproot profile has its own.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seed_profile")]
 
 # The package re-exports the function under the module's name.
 recall_module = importlib.import_module("memories.services.recall")
@@ -390,22 +392,23 @@ def test_a_blank_since_counts_as_not_given(user, make_memory, since):
     assert recall(owner=user, since=since, now=LATER)["count"] == 1
 
 
-def test_query_and_tag_lookups_can_use_the_owner_key_indexes(user, other_user, make_memory):
+def test_query_and_tag_lookups_use_indexes(user, other_user, make_memory):
     make_memory(gist="Garden", tags=["home"])
     make_memory(owner=other_user, gist="Garden", tags=["home"])
     forget_sqlite_statistics()  # a tiny analysed store would rightly plan otherwise
-    filters = recall_module.parse_filters(query="garden", tags=["home"])
-    rows = recall_module.ranking_rows(user, filters)
-    # Both lookups name the owner, so the (owner, key) indexes can serve them ...
-    sql = str(rows.query)
-    assert '"memories_memorytoken"."owner_id" =' in sql
-    assert '"U0"."owner_id" =' in sql  # the tag subquery
+    with CaptureQueriesContext(connection) as captured:
+        reply = recall(owner=user, query="garden", tags=["home"], now=LATER)
+    assert ids_of(reply) == [str(Memory.objects.get(owner=user).pk)]
+    scoring = next(q["sql"] for q in captured.captured_queries if q["sql"].startswith("WITH"))
     if connection.vendor == "sqlite":
-        # ... and SQLite's planner takes the token index. (PostgreSQL's choice on a tiny
-        # table depends on statistics other tests leave behind; docs/benchmarks.md shows
-        # its plans on real stores.)
-        assert "memorytoken_owner_key" in rows.explain()
-    assert [row[0] for row in rows] == [Memory.objects.get(owner=user).pk]
+        # The token lookup takes the (owner, key, ...) index and each tag check probes the
+        # (memory, key) one: no table is scanned. (PostgreSQL's choice on a tiny table
+        # depends on statistics other tests leave behind; docs/benchmarks.md shows its
+        # plans on real stores.)
+        with connection.cursor() as cursor:
+            plan = " ".join(str(row) for row in cursor.execute(f"EXPLAIN QUERY PLAN {scoring}"))
+        assert "SEARCH t USING COVERING INDEX memorytoken_covering" in plan, plan
+        assert "SEARCH g USING INDEX" in plan, plan
 
 
 def test_recall_needs_few_queries_whatever_the_store_size(
@@ -413,7 +416,7 @@ def test_recall_needs_few_queries_whatever_the_store_size(
 ):
     for i in range(40):
         make_memory(gist=f"Garden note {i}", tags=["garden"])
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):
         assert (
             recall(owner=user, query="garden", tags=["garden"], limit=50, now=LATER)["count"] == 40
         )

@@ -21,7 +21,8 @@ from memories.ranking import tokenize
 from memories.services import recall
 from tests.conftest import NOW
 
-pytestmark = pytest.mark.django_db
+# Written for the seed relevance profile (SPEC §3); the taproot profile has its own.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seed_profile")]
 
 LATER = NOW + timedelta(hours=3)
 SALIENCE = {"high": 1.0, "medium": 0.6, "low": 0.3}

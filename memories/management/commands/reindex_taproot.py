@@ -1,0 +1,46 @@
+import sys
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+from tqdm import tqdm
+
+from memories.conf import ranking_profile
+from memories.indexing import rebuild
+from memories.management.users import user_named
+from memories.models import Memory, RecallIndex
+
+
+class Command(BaseCommand):
+    help = (
+        "Rebuild the recall index (tokens, ranking entries, live counts) for the relevance "
+        "profile TAPROOT_RANKING names, in batches, for one user or for everyone. Needed "
+        "after changing TAPROOT_RANKING; running it again changes nothing."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--user", help="only this account (default: every account)")
+        parser.add_argument(
+            "--batch-size", type=int, default=500, help="memories per transaction (500)"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["user"]:
+            owners = [user_named(options["user"])]
+        else:
+            with_rows = set(Memory.objects.values_list("owner_id", flat=True).distinct())
+            with_rows |= set(RecallIndex.objects.values_list("owner_id", flat=True))
+            owners = list(get_user_model().objects.filter(pk__in=with_rows).order_by("pk"))
+        total = Memory.objects.filter(owner__in=owners).count()
+        profile = ranking_profile().name
+        # A bar on a terminal; nothing when the output goes to a file or a pipe.
+        with tqdm(
+            total=total, unit="memories", disable=not sys.stderr.isatty(), file=sys.stderr
+        ) as bar:
+            for owner in owners:
+                bar.set_description(owner.get_username())
+                rebuild(owner, batch_size=max(1, options["batch_size"]), advance=bar.update)
+        self.stdout.write(
+            f"Rebuilt the recall index of {len(owners)} account(s), {total} memories, "
+            f"for the {profile!r} relevance profile."
+        )

@@ -1,0 +1,195 @@
+"""Recall ranking in the database (SPEC §3, §3.1): the owner's live memories scored,
+ordered and cut in SQL, the same on SQLite and PostgreSQL.
+
+A ranking takes two statements. `statistics` reads N and the document frequency of each
+query token from the index, so that Python computes the integer weights exactly as the
+reference does (memories.ranking). `best_candidates` then scores every memory that
+shares a token with the query (or every one, for a blank query) in one statement and
+returns the winners, plus any row floating point could have put in the wrong place:
+
+- A memory never retrieved scores from integers and the configured weights alone, with
+  the reference's operations in the reference's order, so SQL computes exactly the
+  reference's float. Among such memories with one score, SQL's tie order (updated_at
+  newest first, then id) is the reference's, and only the first `limit` can win.
+- A retrieved memory's base activation takes a logarithm and a power, which the database
+  computes with its own maths library and may differ from Python's in the last bit.
+  Every such row scoring within EPSILON of the cut is returned.
+
+The caller re-scores what comes back with the reference formula and cuts exactly.
+"""
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connection
+
+from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex
+from memories.ranking import ActivationConfig, Candidate
+from memories.timeutil import micros
+from memories.vocabulary import MEDIUM
+
+# Far above the last-bit differences of ln and pow between maths libraries (about 1e-15
+# on scores below 100), far below any difference the formula makes on purpose.
+EPSILON = 1e-9
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What narrows the candidates before ranking (SPEC §4 recall)."""
+
+    category: str | None = None
+    ids: Sequence[uuid.UUID] | None = None
+    tag_keys: Sequence[str] = ()
+    since: datetime | None = None
+
+
+def statistics(owner_id: int, keys: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """N (the owner's live memories) and df of each key, in one statement."""
+    token, index = _table(MemoryToken), _table(RecallIndex)
+    sql = (
+        f"SELECT NULL, live_memories FROM {index} WHERE owner_id = %s"
+        f" UNION ALL SELECT key, COUNT(*) FROM {token}"
+        f" WHERE owner_id = %s AND key IN ({_marks(keys)}) GROUP BY key"
+    )
+    live, df = 0, {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [owner_id, owner_id, *keys])
+        for key, count in cursor.fetchall():
+            if key is None:
+                live = count
+            else:
+                df[key] = count
+    return live, df
+
+
+def best_candidates(
+    owner_id: int,
+    *,
+    weights: Mapping[str, int] | None,
+    factors: tuple[int, int],
+    denominator: int,
+    filters: Filters,
+    limit: int,
+    now: datetime,
+    config: ActivationConfig,
+) -> list[Candidate]:
+    """The `limit` best memories by activation, and every row that could take a place
+    among them once scored exactly. `weights` is None for a blank query."""
+    real = "double precision" if connection.vendor == "postgresql" else "REAL"
+    entry = _table(RecallEntry)
+    params: list[Any] = []
+    ctes = []
+    if weights is not None:
+        keyword, content = factors
+        by_key = " ".join("WHEN %s THEN %s" for _ in weights)
+        ctes.append(
+            f"hits AS (SELECT t.memory_id AS id, SUM("
+            f"CASE t.key {by_key} END * CASE WHEN t.in_keywords THEN %s ELSE %s END) AS hits"
+            f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN ({_marks(weights)})"
+            f" GROUP BY t.memory_id)"
+        )
+        for key, weight in weights.items():
+            params += [key, weight]
+        params += [keyword, content, owner_id, *weights]
+        source = f"hits h JOIN {entry} e ON e.memory_id = h.id"
+        hits = "h.hits"
+    else:
+        source = f"{entry} e"
+        hits = "0"
+
+    # The reference's terms in the reference's order: ((bw × base) + (sw × salience))
+    # + (rw × relevance).
+    days = f"(CAST(%s - COALESCE(e.last_retrieved_us, e.created_us) AS {real}) / %s) / %s"
+    base = (
+        f"CASE WHEN e.retrieval_count = 0 THEN %s ELSE LN(e.retrieval_count + 1)"
+        f" * POWER((CASE WHEN {days} > 0 THEN {days} ELSE 0 END) + 1, %s) END"
+    )
+    day_params = [micros(now), 1_000_000.0, 86_400.0]
+    salience_cases = " ".join("WHEN %s THEN %s" for _ in config.salience_scores)
+    score = f"(%s * ({base})) + (%s * (CASE e.salience {salience_cases} ELSE %s END))"
+    score_params: list[Any] = [
+        config.base_weight,
+        config.novelty_floor,
+        *day_params,
+        *day_params,
+        config.decay_exponent,
+        config.salience_weight,
+    ]
+    for name, value in config.salience_scores.items():
+        score_params += [name, value]
+    score_params.append(config.salience_scores[MEDIUM])
+    if weights is not None:
+        score = f"({score}) + (%s * (CAST(h.hits AS {real}) / %s))"
+        score_params += [config.relevance_weight, denominator]
+
+    conditions = ["e.owner_id = %s"]
+    condition_params: list[Any] = [owner_id]
+    if filters.category is not None:
+        conditions.append("e.category = %s")
+        condition_params.append(filters.category)
+    if filters.ids is not None:
+        conditions.append(f"e.memory_id IN ({_marks(filters.ids)})")
+        pk = Memory._meta.pk
+        assert pk is not None
+        condition_params += [pk.get_db_prep_value(i, connection) for i in filters.ids]
+    for key in filters.tag_keys:
+        conditions.append(
+            f"EXISTS (SELECT 1 FROM {_table(MemoryTag)} g"
+            " WHERE g.memory_id = e.memory_id AND g.owner_id = %s AND g.key = %s)"
+        )
+        condition_params += [owner_id, key]
+    if filters.since is not None:
+        conditions.append("e.updated_us >= %s")
+        condition_params.append(micros(filters.since))
+
+    ctes.append(
+        f"scored AS MATERIALIZED (SELECT e.memory_id AS id, e.salience AS salience,"
+        f" e.retrieval_count AS rc, e.last_retrieved_us AS lr, e.created_us AS cr,"
+        f" e.updated_us AS up, {hits} AS hits, {score} AS score"
+        f" FROM {source} WHERE {' AND '.join(conditions)})"
+    )
+    params += score_params + condition_params
+    ctes.append(
+        "cut AS (SELECT MIN(score) AS score FROM"
+        " (SELECT score FROM scored ORDER BY score DESC LIMIT %s) AS best)"
+    )
+    params.append(limit)
+    sql = (
+        f"WITH {', '.join(ctes)} SELECT id, salience, rc, lr, cr, up, hits FROM ("
+        "SELECT s.*, ROW_NUMBER() OVER ("
+        "PARTITION BY s.score, s.rc > 0 ORDER BY s.up DESC, s.id) AS nth"
+        " FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
+        " WHERE band.rc > 0 OR band.nth <= %s"
+    )
+    params += [EPSILON, limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [
+        Candidate(
+            id=value if isinstance(value, uuid.UUID) else uuid.UUID(value),
+            salience=salience,
+            retrieval_count=count,
+            last_retrieved=_moment(last) if last is not None else None,
+            created_at=_moment(created),
+            updated_at=_moment(updated),
+            hits=int(hits_value),
+        )
+        for value, salience, count, last, created, updated, hits_value in rows
+    ]
+
+
+def _moment(microseconds: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=microseconds)
+
+
+def _table(model: type[Memory | MemoryToken | MemoryTag | RecallEntry | RecallIndex]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _marks(values: Sequence[object] | Mapping[str, int]) -> str:
+    return ", ".join("%s" for _ in values)
