@@ -145,11 +145,11 @@ def setup_django(url: str, *, migrate: bool = True) -> None:
 
 def analyze() -> None:
     """Refresh the planner's statistics as a deployment has them: Taproot analyses SQLite
-    at every start (migrate) and after an import; PostgreSQL's autovacuum does it soon
-    after a bulk load."""
+    at every start (migrate) and after an import; PostgreSQL's autovacuum vacuums and
+    analyses soon after a bulk load, as reindex_taproot does at its end."""
     from memories.maintenance import refresh_planner_statistics
 
-    refresh_planner_statistics()
+    refresh_planner_statistics(vacuum=True)
 
 
 def checkpoint() -> None:

@@ -21,8 +21,8 @@ from memories.conf import ranking_profile
 from memories.indexing import (  # the rows every write path stores
     recall_entry,
     refresh_hashes,
-    tag_rows,
-    token_rows,
+    tag_keys,
+    token_entries,
 )
 from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex
 from memories.services._common import last_touch_of
@@ -96,9 +96,10 @@ def load_bulk(memories: Sequence[SyntheticMemory], users: dict[str, Any]) -> Non
         for row in rows:
             memory_id = memory_field.get_db_prep_save(row.pk, connection)
             tokens.extend(
-                (memory_id, row.owner_id, t.key, t.in_keywords) for t in token_rows(row, profile)
+                (memory_id, row.owner_id, key, in_keywords)
+                for key, in_keywords in token_entries(row, profile).items()
             )
-            tags.extend((memory_id, row.owner_id, t.key) for t in tag_rows(row))
+            tags.extend((memory_id, row.owner_id, key) for key in tag_keys(row))
             entry = recall_entry(row)
             entries.append(
                 tuple(

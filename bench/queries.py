@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench.synthetic import SyntheticMemory
-from memories.ranking import index_key, memory_terms
+from memories.ranking import DEFAULT_PROFILE, index_key, memory_terms
 
 BANDS: dict[str, tuple[float, float]] = {
     "rare": (0.0005, 0.002),
@@ -46,6 +46,7 @@ def document_frequencies(memories: Iterable[SyntheticMemory]) -> Counter[str]:
             content=memory.content,
             tags=memory.tags,
             search_keywords=memory.search_keywords,
+            profile=DEFAULT_PROFILE,
         )
         counts.update(index_key(t) for t in terms.keywords | terms.content_only)
     return counts

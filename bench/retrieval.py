@@ -8,11 +8,14 @@ loader that tests/bench proves equal to the services. Every question then goes t
 read-only, so no question strengthens what the next one sees.
 """
 
+import re
 import time
 import uuid
 from datetime import UTC
 from pathlib import Path
 from typing import Any
+
+from django.test import override_settings
 
 from bench import locomo
 from bench.database import analyze
@@ -21,27 +24,32 @@ from bench.synthetic import SyntheticMemory
 from memories.services.recall import parse_filters, rank_memories
 
 DEPTH = 50
+# Taproot's ranking under each relevance profile (SPEC §3.1): the default first.
+RANKINGS = {"Taproot": "taproot", "Taproot, seed rule": "seed"}
 
 
-def memory_id(unit: str, conversation_number: int, seq: int) -> uuid.UUID:
+def memory_id(unit: str, conversation_number: int, seq: int, variant: int = 0) -> uuid.UUID:
     """Deterministic ids that sort like the conversation's own order, so exact ties (same
-    session, same relevance) fall back to the order things were said."""
-    unit_number = locomo.UNITS.index(unit) + 1
+    session, same relevance) fall back to the order things were said. `variant` keeps
+    the copies each profile's stores hold apart."""
+    unit_number = locomo.UNITS.index(unit) + 1 + 4 * variant
     return uuid.UUID(int=(unit_number << 96) | (conversation_number << 64) | seq)
 
 
-def load(benchmark: locomo.Benchmark) -> tuple[dict[str, Any], dict[uuid.UUID, str]]:
+def load(
+    benchmark: locomo.Benchmark, variant: int = 0
+) -> tuple[dict[str, Any], dict[uuid.UUID, str]]:
     """One user per conversation; returns the users and stored id → memory key."""
     grouped = benchmark.by_conversation()
     conversations = list(grouped)
-    owner_of = {conv: f"locomo-{benchmark.unit}-{conv}" for conv in conversations}
+    owner_of = {conv: f"locomo-{variant}-{benchmark.unit}-{conv}" for conv in conversations}
     users = ensure_users(owner_of.values())
     keys: dict[uuid.UUID, str] = {}
     rows: list[SyntheticMemory] = []
     for number, conv in enumerate(conversations, 1):
         for memory in grouped[conv]:
             stamp = memory.created_at.replace(tzinfo=UTC)
-            pk = memory_id(benchmark.unit, number, memory.seq)
+            pk = memory_id(benchmark.unit, number, memory.seq, variant)
             keys[pk] = memory.key
             rows.append(
                 SyntheticMemory(
@@ -81,30 +89,36 @@ def taproot_results(
 
 
 def run(*, data_path: Path, out_dir: Path) -> dict[str, Any]:
-    """Every unit: Taproot's ranking and both baselines, scored; ranked lists written as
-    JSON lines (`<system>-<unit>.jsonl`) for the reference scorer."""
+    """Every unit: Taproot's ranking under each profile and both baselines, scored; ranked
+    lists written as JSON lines (`<system>-<unit>.jsonl`) for the reference scorer."""
     data = locomo.read_dataset(data_path)
     report: dict[str, Any] = {"data": str(data_path), "units": {}}
     for unit in locomo.UNITS:
         benchmark = locomo.build(data, unit)
-        started = time.perf_counter()
-        owners, keys = load(benchmark)
-        loaded = time.perf_counter() - started
-        started = time.perf_counter()
-        systems = {"Taproot": taproot_results(benchmark, owners, keys)}
-        per_query_ms = 1000 * (time.perf_counter() - started) / max(1, len(benchmark.questions))
+        systems: dict[str, dict[str, list[str]]] = {}
+        timings: dict[str, tuple[float, float]] = {}
+        for variant, (name, profile) in enumerate(RANKINGS.items()):
+            with override_settings(TAPROOT_RANKING=profile):
+                started = time.perf_counter()
+                owners, keys = load(benchmark, variant)
+                loaded = time.perf_counter() - started
+                started = time.perf_counter()
+                systems[name] = taproot_results(benchmark, owners, keys)
+                elapsed = time.perf_counter() - started
+            timings[name] = (loaded, 1000 * elapsed / max(1, len(benchmark.questions)))
         for name, factory in locomo.BASELINES.items():
             systems[name] = locomo.run_ranker(benchmark, factory, depth=DEPTH)
+        loaded, per_query_ms = timings["Taproot"]
         unit_report: dict[str, Any] = {
             "memories": len(benchmark.memories),
             "questions": len(benchmark.questions),
-            "conversations": len(owners),
+            "conversations": len(benchmark.by_conversation()),
             "load_seconds": round(loaded, 2),
             "taproot_ms_per_question": round(per_query_ms, 2),
             "systems": {},
         }
         for name, results in systems.items():
-            path = out_dir / f"{name.lower().replace(' ', '-')}-{unit}.jsonl"
+            path = out_dir / f"{re.sub(r'[^a-z0-9]+', '-', name.lower())}-{unit}.jsonl"
             locomo.write_results(path, results)
             unit_report["systems"][name] = {
                 "results": str(path),

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from memories.ranking import stem
+from memories.ranking import STOP_WORDS, snowball_stem, stem
 
 VOCABULARY_SIZE = 20_000
 TAG_VOCABULARY_SIZE = 400
@@ -134,8 +134,14 @@ class _Zipf:
         return rng.choices(self.items, cum_weights=self.cum_weights, k=k)
 
 
+def keeps_whole(word: str) -> bool:
+    """Whether both relevance profiles index the word as it is: so a store and its query
+    bands are the same whichever profile is measured."""
+    return stem(word) == word and snowball_stem(word) == word and word not in STOP_WORDS
+
+
 def make_words(count: int, rng: random.Random, *, taken: set[str] | None = None) -> list[str]:
-    """Distinct made-up words that the recall tokenizer keeps whole (stem(word) == word)."""
+    """Distinct made-up words that every recall tokenizer keeps whole."""
     taken = set() if taken is None else taken
     words: list[str] = []
     while len(words) < count:
@@ -143,7 +149,7 @@ def make_words(count: int, rng: random.Random, *, taken: set[str] | None = None)
         word = "".join(
             rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(syllables)
         )
-        if not 4 <= len(word) <= 12 or word in taken or stem(word) != word:
+        if not 4 <= len(word) <= 12 or word in taken or not keeps_whole(word):
             continue
         taken.add(word)
         words.append(word)

@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterable, Sequence
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from memories.bulkwrite import INSERT_BATCH, insert_rows
 from memories.conf import ranking_profile
 from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex, User
 from memories.ranking import Profile, index_entries, index_key, memory_terms, parse_query
 from memories.timeutil import micros
 
 _NOT_WORD = re.compile(r"[\W_]+")
-ROW_BATCH = 2000
 # The fields the token index and the tag rows are made from.
 INDEXED_TEXT = frozenset({"gist", "content", "tags", "search_keywords"})
 
@@ -58,8 +58,8 @@ def string_items(values: object) -> list[str]:
     return []
 
 
-def token_rows(memory: Memory, profile: Profile) -> list[MemoryToken]:
-    """The recall index rows of a live memory under this profile."""
+def token_entries(memory: Memory, profile: Profile) -> dict[str, bool]:
+    """Index key → whether it is a keyword token, for a live memory under this profile."""
     terms = memory_terms(
         gist=memory.gist,
         content=memory.content,
@@ -67,15 +67,11 @@ def token_rows(memory: Memory, profile: Profile) -> list[MemoryToken]:
         search_keywords=string_items(memory.search_keywords),
         profile=profile,
     )
-    return [
-        MemoryToken(memory_id=memory.pk, owner_id=memory.owner_id, key=key, in_keywords=kw)
-        for key, kw in index_entries(terms).items()
-    ]
+    return index_entries(terms)
 
 
-def tag_rows(memory: Memory) -> list[MemoryTag]:
-    keys = {tag_key(tag) for tag in string_items(memory.tags) if tag.strip()}
-    return [MemoryTag(memory_id=memory.pk, owner_id=memory.owner_id, key=key) for key in keys]
+def tag_keys(memory: Memory) -> set[str]:
+    return {tag_key(tag) for tag in string_items(memory.tags) if tag.strip()}
 
 
 def recall_entry(memory: Memory) -> RecallEntry:
@@ -91,12 +87,13 @@ def recall_entry(memory: Memory) -> RecallEntry:
     )
 
 
-def reindex(memories: Iterable[Memory], *, text_changed: bool = True) -> None:
+def reindex(memories: Iterable[Memory], *, text_changed: bool = True, new: bool = False) -> None:
     """Rebuild the index rows of these saved memories.
 
     Tag rows always; tokens and the ranking entry only while a memory is live. With
     `text_changed=False` (only salience, times or the archive state moved) the tag rows
     are left alone, and tokens are rebuilt only for memories that just became live.
+    `new=True` says the memories were just created, so they have no rows to replace.
     """
     batch = list(memories)
     if not batch:
@@ -104,25 +101,36 @@ def reindex(memories: Iterable[Memory], *, text_changed: bool = True) -> None:
     profile = ranking_profile()
     ids = [m.pk for m in batch]
     live = [m for m in batch if m.archived_at is None]
-    had_entry = set(RecallEntry.objects.filter(memory_id__in=ids).values_list("pk", flat=True))
-    RecallEntry.objects.filter(memory_id__in=ids).delete()
+    had_entry: set[uuid.UUID] = set()
+    if not new:
+        entries = RecallEntry.objects.filter(memory_id__in=ids)
+        had_entry = set(entries.values_list("pk", flat=True))
+        entries.delete()
     if text_changed:
-        MemoryToken.objects.filter(memory_id__in=ids).delete()
-        MemoryTag.objects.filter(memory_id__in=ids).delete()
+        if not new:
+            MemoryToken.objects.filter(memory_id__in=ids).delete()
+            MemoryTag.objects.filter(memory_id__in=ids).delete()
         tokenised = live
-        MemoryTag.objects.bulk_create(
-            [row for m in batch for row in tag_rows(m)], batch_size=ROW_BATCH
+        insert_rows(
+            MemoryTag,
+            ["memory", "owner", "key"],
+            [(m.pk, m.owner_id, k) for m in batch for k in tag_keys(m)],
         )
     else:
         # Archived since: their tokens go. Live again: their tokens come back.
         gone = [m.pk for m in batch if m.archived_at is not None and m.pk in had_entry]
-        MemoryToken.objects.filter(memory_id__in=gone).delete()
         tokenised = [m for m in live if m.pk not in had_entry]
-        MemoryToken.objects.filter(memory_id__in=[m.pk for m in tokenised]).delete()
-    MemoryToken.objects.bulk_create(
-        [row for m in tokenised for row in token_rows(m, profile)], batch_size=ROW_BATCH
+        MemoryToken.objects.filter(memory_id__in=gone + [m.pk for m in tokenised]).delete()
+    insert_rows(
+        MemoryToken,
+        ["memory", "owner", "key", "in_keywords"],
+        [
+            (m.pk, m.owner_id, key, in_keywords)
+            for m in tokenised
+            for key, in_keywords in token_entries(m, profile).items()
+        ],
     )
-    RecallEntry.objects.bulk_create([recall_entry(m) for m in live], batch_size=ROW_BATCH)
+    RecallEntry.objects.bulk_create([recall_entry(m) for m in live], batch_size=INSERT_BATCH)
     change: dict[int, int] = defaultdict(int)
     for memory in batch:
         change[memory.owner_id] += (memory.archived_at is None) - (memory.pk in had_entry)

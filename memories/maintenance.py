@@ -11,17 +11,29 @@ from django.db import DEFAULT_DB_ALIAS, connections
 # Enough sampled rows per index for the shape that matters (few owners, unique ids),
 # while ANALYZE stays quick on a store of any size.
 SQLITE_ANALYSIS_LIMIT = 1000
-TABLES = ("memories_memory", "memories_memorytoken", "memories_memorytag")
+TABLES = (
+    "memories_memory",
+    "memories_memorytoken",
+    "memories_memorytag",
+    "memories_recallentry",
+    "memories_recallindex",
+)
 
 
-def refresh_planner_statistics(using: str = DEFAULT_DB_ALIAS) -> None:
+def refresh_planner_statistics(using: str = DEFAULT_DB_ALIAS, *, vacuum: bool = False) -> None:
+    """ANALYZE the store's tables. With `vacuum`, after a bulk load, PostgreSQL also
+    VACUUMs them (outside a transaction only): recall's counts and scoring read the
+    covering indexes alone only once the visibility map knows the new rows."""
     connection = connections[using]
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute(f"PRAGMA analysis_limit={SQLITE_ANALYSIS_LIMIT}")
             cursor.execute("ANALYZE")
         elif connection.vendor == "postgresql":
-            cursor.execute("ANALYZE " + ", ".join(TABLES))
+            command = (
+                "VACUUM (ANALYZE) " if vacuum and not connection.in_atomic_block else "ANALYZE "
+            )
+            cursor.execute(command + ", ".join(TABLES))
 
 
 def analyze_sqlite_after_migrate(using: str = DEFAULT_DB_ALIAS, **kwargs: object) -> None:

@@ -459,7 +459,7 @@ def reference_rank(
     }
     df: Counter[str] = Counter()
     for memory_terms_ in terms.values():
-        df.update(index_entries(memory_terms_))
+        df.update(index_entries(memory_terms_).keys())
     keyword_factor, content_factor = profile.factors(config)
     scorer = Relevance(
         query_weights(query, profile=profile, live=len(live_memories), df=df, config=config),

@@ -102,15 +102,18 @@ def best_candidates(
         hits = "0"
 
     # The reference's terms in the reference's order: ((bw × base) + (sw × salience))
-    # + (rw × relevance).
-    days = f"(CAST(%s - COALESCE(e.last_retrieved_us, e.created_us) AS {real}) / %s) / %s"
+    # + (rw × relevance), every number a double (a bare 0.6 is exact NUMERIC in
+    # PostgreSQL: slower, and not the reference's arithmetic).
+    f = f"CAST(%s AS {real})"
+    days = f"(CAST(%s - COALESCE(e.last_retrieved_us, e.created_us) AS {real}) / {f}) / {f}"
     base = (
-        f"CASE WHEN e.retrieval_count = 0 THEN %s ELSE LN(e.retrieval_count + 1)"
-        f" * POWER((CASE WHEN {days} > 0 THEN {days} ELSE 0 END) + 1, %s) END"
+        f"CASE WHEN e.retrieval_count = 0 THEN {f}"
+        f" ELSE LN(CAST(e.retrieval_count + 1 AS {real}))"
+        f" * POWER((CASE WHEN {days} > 0 THEN {days} ELSE 0 END) + 1, {f}) END"
     )
     day_params = [micros(now), 1_000_000.0, 86_400.0]
-    salience_cases = " ".join("WHEN %s THEN %s" for _ in config.salience_scores)
-    score = f"(%s * ({base})) + (%s * (CASE e.salience {salience_cases} ELSE %s END))"
+    salience_cases = " ".join(f"WHEN %s THEN {f}" for _ in config.salience_scores)
+    score = f"({f} * ({base})) + ({f} * (CASE e.salience {salience_cases} ELSE {f} END))"
     score_params: list[Any] = [
         config.base_weight,
         config.novelty_floor,
@@ -123,8 +126,8 @@ def best_candidates(
         score_params += [name, value]
     score_params.append(config.salience_scores[MEDIUM])
     if weights is not None:
-        score = f"({score}) + (%s * (CAST(h.hits AS {real}) / %s))"
-        score_params += [config.relevance_weight, denominator]
+        score = f"({score}) + ({f} * (CAST(h.hits AS {real}) / {f}))"
+        score_params += [config.relevance_weight, float(denominator)]
 
     conditions = ["e.owner_id = %s"]
     condition_params: list[Any] = [owner_id]

@@ -287,7 +287,7 @@ def compress(
         touch(new, now)
         refresh_hashes(new)
         new.save(force_insert=True)
-        reindex([new])
+        reindex([new], new=True)
         for memory in originals:
             _archive(
                 memory,

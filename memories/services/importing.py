@@ -16,12 +16,12 @@ from typing import Any
 
 from django.db import transaction
 
+from memories.bulkwrite import WRITE_BATCH
 from memories.errors import InvalidInput
 from memories.indexing import refresh_hashes
 from memories.maintenance import refresh_planner_statistics
 from memories.models import ChangeSource, Closing, Memory, User
 from memories.services._bulk import (
-    WRITE_BATCH,
     reindex_in_batches,
     revision_for,
     save_revisions,
@@ -400,7 +400,7 @@ def _load(incoming: Incoming, *, owner_id: int, now: datetime) -> dict[str, Any]
         Memory.objects.bulk_create(new_memories, batch_size=WRITE_BATCH)
         Closing.objects.bulk_create(new_closings, batch_size=WRITE_BATCH)
         save_revisions(revisions)
-        reindex_in_batches(new_memories)
+        reindex_in_batches(new_memories, new=True)
     return {
         "status": "ok",
         "imported": len(new_memories),

@@ -17,13 +17,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from memories.bulkwrite import update_rows
 from memories.indexing import refresh_hashes
 from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
 from memories.services._bulk import (
     reindex_in_batches,
     revision_for,
     save_revisions,
-    update_rows,
 )
 from memories.services._common import last_touch_of, now_or
 from memories.services.snapshots import take_snapshot

@@ -144,7 +144,7 @@ def _create(
     refresh_hashes(memory)
     duplicate = _find_duplicate(memory)
     memory.save(force_insert=True)
-    reindex([memory])
+    reindex([memory], new=True)
     if duplicate is not None:
         warnings.append(
             f"A live memory with the same {duplicate[1]} already exists: {duplicate[0]}. "

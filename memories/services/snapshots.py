@@ -24,15 +24,14 @@ from typing import Any
 
 from django.db import transaction
 
+from memories.bulkwrite import WRITE_BATCH, update_rows
 from memories.errors import InvalidInput
 from memories.indexing import refresh_hashes, unindex
 from memories.models import ChangeSource, Closing, Memory, Snapshot, User
 from memories.services._bulk import (
-    WRITE_BATCH,
     reindex_in_batches,
     revision_for,
     save_revisions,
-    update_rows,
 )
 from memories.services._common import last_touch_of, now_or
 from memories.services.exporting import memory_value

@@ -88,6 +88,8 @@ def test_taproot_ranking_finds_the_evidence_of_a_hand_made_conversation(tmp_path
         assert ranked["conv-t:q004"] == []
         assert set(ranked) == {"conv-t:q000", "conv-t:q001", "conv-t:q003", "conv-t:q004"}
     assert report["units"]["turn"]["systems"]["Taproot"]["results"].endswith("taproot-turn.jsonl")
+    seed = report["units"]["turn"]["systems"]["Taproot, seed rule"]
+    assert seed["results"].endswith("taproot-seed-rule-turn.jsonl")
     # Ranking is read-only: no question strengthened anything for the next one.
-    assert Memory.objects.count() == 8
+    assert Memory.objects.count() == 8 * len(retrieval.RANKINGS)  # a store per profile
     assert not Memory.objects.filter(retrieval_count__gt=0).exists()

@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from bench.queries import BANDS, QUERY_SIZES, band_of, document_frequencies, query_pools
 from bench.synthetic import OWNER, generate_store
-from memories.ranking import tokenize
+from memories.ranking import taproot_tokenize, tokenize
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,3 +93,11 @@ def test_query_words_fall_in_their_frequency_band() -> None:
                 tokens = tokenize(query)
                 assert len(set(tokens)) == size
                 assert all(band_of(frequencies[t], 1000) == band for t in tokens)
+
+
+def test_every_word_is_one_whole_token_under_both_profiles() -> None:
+    """So the query bands (and the store) are the same whichever profile is measured."""
+    for memory in generate_store(size=300, now=NOW, seed=7).of(OWNER):
+        for word in re.findall(r"[a-z]+", memory.content.lower()):
+            assert tokenize(word) == [word]
+            assert taproot_tokenize(word) == [word]

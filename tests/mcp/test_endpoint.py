@@ -168,6 +168,7 @@ async def lifespan(app: TaprootASGI) -> AsyncIterator[None]:
         assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
 
 
+@pytest.mark.django_db  # start-up reads which profile built the recall index
 def test_each_request_runs_on_a_thread_of_its_own_between_the_request_signals(monkeypatch):
     """Like Django's own requests: request_started, the request's database work and
     request_finished on one thread that belongs to that request, so request_finished

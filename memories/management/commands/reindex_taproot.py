@@ -7,6 +7,7 @@ from tqdm import tqdm
 
 from memories.conf import ranking_profile
 from memories.indexing import rebuild
+from memories.maintenance import refresh_planner_statistics
 from memories.management.users import user_named
 from memories.models import Memory, RecallIndex
 
@@ -40,6 +41,7 @@ class Command(BaseCommand):
             for owner in owners:
                 bar.set_description(owner.get_username())
                 rebuild(owner, batch_size=max(1, options["batch_size"]), advance=bar.update)
+        refresh_planner_statistics(vacuum=True)
         self.stdout.write(
             f"Rebuilt the recall index of {len(owners)} account(s), {total} memories, "
             f"for the {profile!r} relevance profile."

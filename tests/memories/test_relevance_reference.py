@@ -1,0 +1,234 @@
+"""Recall through the database gives exactly what memories.ranking.reference_rank computes
+from scratch (SPEC §3, §3.1): ranking, scores and tie order, with archived memories,
+filters and every kind of write in the mix, on whichever backend runs the suite.
+
+The reference reads nothing the index keeps: it tokenises every live memory of the
+owner, counts N and the document frequencies itself, and applies the formula.
+"""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memories.conf import activation_config, ranking_profile
+from memories.indexing import tag_key
+from memories.models import Memory
+from memories.ranking import MemoryValues, parse_query, reference_rank
+from memories.scoring import statistics
+from memories.services import archive, delete, promote, recall, remember, unarchive
+from memories.services.importing import import_store
+from memories.services.recall import parse_filters, rank_memories
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.django_db
+
+# Words whose stems meet (garden/gardens/gardening, run/running), stop words, an
+# apostrophe, digits and words outside ASCII, so every tokenizer path and every place
+# (keyword, content only, missing) occurs.
+WORDS = [
+    "garden",
+    "gardens",
+    "gardening",
+    "running",
+    "run",
+    "the",
+    "what",
+    "James's",
+    "42",
+    "東京",
+    "café",
+    "tea",
+    "cello",
+    "lisbon",
+]
+CATEGORIES = ["episodic", "identity", "error"]
+TAGS = ["home", "work", "Trip"]
+texts = st.lists(st.sampled_from(WORDS), max_size=4).map(" ".join)
+word_lists = st.lists(st.sampled_from(WORDS), max_size=2, unique=True)
+
+memory_specs = st.fixed_dictionaries(
+    {
+        "gist": texts,
+        "content": texts.map(lambda t: t or "plain"),
+        "tags": st.lists(st.sampled_from(TAGS), max_size=2, unique=True),
+        "search_keywords": word_lists,
+        "salience": st.sampled_from(["high", "medium", "low"]),
+        "category": st.sampled_from(CATEGORIES),
+        "updated_days_ago": st.sampled_from([0, 0, 1, 30]),
+        "archived": st.booleans(),
+    }
+)
+# A write applied through the services, by the position of the memory it touches.
+writes = st.one_of(
+    st.tuples(st.just("recall"), texts),
+    st.tuples(st.sampled_from(["archive", "unarchive", "delete"]), st.integers(0, 20)),
+    st.tuples(st.just("promote"), st.integers(0, 20), st.sampled_from(["high", "low"])),
+    st.tuples(st.just("update"), st.integers(0, 20), texts),
+    st.tuples(st.just("import"), texts),
+)
+filter_specs = st.fixed_dictionaries(
+    {
+        "category": st.none() | st.sampled_from(CATEGORIES),
+        "tags": st.lists(st.sampled_from(TAGS), max_size=1),
+        "since_days_ago": st.none() | st.sampled_from([0, 2]),
+        "some_ids": st.booleans(),
+    }
+)
+
+
+def apply(write: tuple, user, ids: list[str], moment) -> None:
+    kind = write[0]
+    if kind == "recall":
+        recall(owner=user, query=write[1], limit=3, now=moment)
+        return
+    if kind == "import":
+        import_store(
+            owner=user,
+            data=[
+                {
+                    "id": str(uuid.uuid4()),
+                    "category": "event",
+                    "content": write[1] or "imported",
+                    "gist": write[1],
+                    "tags": ["home"],
+                    "updated_at": "2026-11-01T00:00:00Z",
+                }
+            ],
+            now=moment,
+        )
+        return
+    memory_id = ids[write[1] % len(ids)]
+    if not Memory.objects.filter(pk=memory_id).exists():
+        return  # deleted by an earlier write
+    if kind == "archive":
+        archive(owner=user, memory_id=memory_id, now=moment)
+    elif kind == "unarchive":
+        unarchive(owner=user, memory_id=memory_id, now=moment)
+    elif kind == "delete":
+        delete(owner=user, memory_id=memory_id)
+    elif kind == "promote" and not Memory.objects.get(pk=memory_id).is_archived:
+        promote(owner=user, memory_id=memory_id, salience=write[2], now=moment)
+    elif kind == "update" and not (memory := Memory.objects.get(pk=memory_id)).is_archived:
+        remember(
+            owner=user,
+            update_id=memory_id,
+            category=memory.category,
+            content=write[2] or "changed",
+            now=moment,
+        )
+
+
+def values(memory: Memory) -> MemoryValues:
+    return MemoryValues(
+        id=memory.pk,
+        gist=memory.gist,
+        content=memory.content,
+        tags=memory.tags,
+        search_keywords=memory.search_keywords,
+        salience=memory.salience,
+        retrieval_count=memory.retrieval_count,
+        last_retrieved=memory.last_retrieved,
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+    )
+
+
+@pytest.fixture(params=["taproot", "seed"])
+def profile(request, settings):
+    settings.TAPROOT_RANKING = request.param
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    store=st.lists(memory_specs, min_size=1, max_size=10),
+    history=st.lists(writes, max_size=6),
+    query=texts,
+    filter_spec=filter_specs,
+)
+def test_database_ranking_equals_the_reference(
+    user, other_user, make_memory, profile, store, history, query, filter_spec
+):
+    now = NOW + timedelta(days=3)
+    with transaction.atomic():
+        make_memory(owner=other_user, gist=" ".join(WORDS), content="another user's")
+        ids = [
+            str(
+                make_memory(
+                    gist=spec["gist"],
+                    content=spec["content"],
+                    tags=spec["tags"],
+                    search_keywords=spec["search_keywords"],
+                    salience=spec["salience"],
+                    category=spec["category"],
+                    updated_at=NOW - timedelta(days=spec["updated_days_ago"]),
+                    created_at=NOW - timedelta(days=40),
+                    archived_at=NOW if spec["archived"] else None,
+                ).pk
+            )
+            for spec in store
+        ]
+        for step, write in enumerate(history):
+            apply(write, user, ids, NOW + timedelta(hours=step))
+
+        live = [values(m) for m in Memory.objects.for_owner(user).live()]
+        chosen_ids = set(ids[::2]) if filter_spec["some_ids"] else None
+        since = (
+            None
+            if filter_spec["since_days_ago"] is None
+            else NOW - timedelta(days=filter_spec["since_days_ago"])
+        )
+        wanted_tags = {tag_key(t) for t in filter_spec["tags"]}
+        category_of = dict(Memory.objects.for_owner(user).values_list("pk", "category"))
+
+        def among(memory: MemoryValues) -> bool:
+            return (
+                filter_spec["category"] in (None, category_of[memory.id])
+                and wanted_tags <= {tag_key(t) for t in memory.tags}
+                and (since is None or memory.updated_at >= since)
+                and (chosen_ids is None or str(memory.id) in chosen_ids)
+            )
+
+        expected = reference_rank(
+            live,
+            query,
+            profile=ranking_profile(),
+            now=now,
+            config=activation_config(),
+            among=among,
+        )
+        filters = parse_filters(
+            query=query,
+            category=filter_spec["category"],
+            tags=filter_spec["tags"],
+            since=since.isoformat() if since else None,
+            ids=sorted(chosen_ids) if chosen_ids else None,
+            limit=50,
+        )
+        got = rank_memories(user, filters, now=now).ranked
+        keys = list(parse_query(query, ranking_profile()).tokens)
+        stats = statistics(user.pk, keys) if keys else None
+        transaction.set_rollback(True)
+
+    assert [(r.candidate.id, r.score) for r in got] == [
+        (r.candidate.id, r.score) for r in expected[:50]
+    ]
+    if stats is not None:
+        profile = ranking_profile()
+        held = [
+            set(
+                parse_query(
+                    " ".join([m.gist, m.content, *m.tags, *m.search_keywords]), profile
+                ).tokens
+            )
+            for m in live
+        ]
+        df = {key: n for key in keys if (n := sum(key in tokens for tokens in held))}
+        assert stats == (len(live), df)
