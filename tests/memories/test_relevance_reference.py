@@ -16,12 +16,23 @@ from hypothesis import strategies as st
 
 from memories.conf import activation_config, ranking_profile
 from memories.indexing import tag_key
-from memories.models import Memory
+from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.ranking import MemoryValues, parse_query, reference_rank
 from memories.scoring import statistics
-from memories.services import archive, delete, promote, recall, remember, unarchive
+from memories.services import (
+    archive,
+    compress,
+    delete,
+    migrate,
+    promote,
+    recall,
+    remember,
+    restore_revision,
+    unarchive,
+)
 from memories.services.importing import import_store
 from memories.services.recall import parse_filters, rank_memories
+from memories.services.snapshots import restore_snapshot
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db
@@ -69,6 +80,10 @@ writes = st.one_of(
     st.tuples(st.just("promote"), st.integers(0, 20), st.sampled_from(["high", "low"])),
     st.tuples(st.just("update"), st.integers(0, 20), texts),
     st.tuples(st.just("import"), texts),
+    st.tuples(st.just("compress"), st.integers(0, 20), st.integers(0, 20)),
+    st.tuples(st.just("restore revision"), st.integers(0, 20)),
+    st.tuples(st.just("restore snapshot")),
+    st.tuples(st.just("migrate")),
 )
 filter_specs = st.fixed_dictionaries(
     {
@@ -101,9 +116,35 @@ def apply(write: tuple, user, ids: list[str], moment) -> None:
             now=moment,
         )
         return
+    if kind == "restore snapshot":
+        if snapshot := Snapshot.objects.filter(owner=user).order_by("-pk").first():
+            restore_snapshot(snapshot_id=snapshot.pk, owner=user, now=moment)
+        return
+    if kind == "migrate":
+        migrate(owner=user, now=moment)
+        return
     memory_id = ids[write[1] % len(ids)]
     if not Memory.objects.filter(pk=memory_id).exists():
         return  # deleted by an earlier write
+    if kind == "compress":
+        other = ids[write[2] % len(ids)]
+        both = Memory.objects.for_owner(user).live().filter(pk__in=[memory_id, other])
+        if other != memory_id and both.count() == 2:
+            compress(
+                owner=user,
+                ids=[memory_id, other],
+                content="merged garden",
+                gist="Merged",
+                category="episodic",
+                now=moment,
+            )
+        return
+    if kind == "restore revision":
+        if revision := Revision.objects.filter(memory_id=memory_id).order_by("-pk").first():
+            restore_revision(
+                owner=user, revision_id=revision.pk, source=ChangeSource.DASHBOARD, now=moment
+            )
+        return
     if kind == "archive":
         archive(owner=user, memory_id=memory_id, now=moment)
     elif kind == "unarchive":
