@@ -86,32 +86,25 @@ def _insert(
 
 def load_bulk(memories: Sequence[SyntheticMemory], users: dict[str, Any]) -> None:
     profile = ranking_profile()
-    memory_field = MemoryToken._meta.get_field("memory")
-    entry_columns = [field.column for field in RecallEntry._meta.concrete_fields if field.column]
+    memory_field = MemoryTag._meta.get_field("memory")
     for start in range(0, len(memories), BULK_BATCH):
         rows = [memory_row(m, users[m.owner]) for m in memories[start : start + BULK_BATCH]]
-        tokens: list[tuple[Any, ...]] = []
-        tags: list[tuple[Any, ...]] = []
-        entries: list[tuple[Any, ...]] = []
-        for row in rows:
-            memory_id = memory_field.get_db_prep_save(row.pk, connection)
-            tokens.extend(
-                (memory_id, row.owner_id, key, in_keywords)
-                for key, in_keywords in token_entries(row, profile).items()
-            )
-            tags.extend((memory_id, row.owner_id, key) for key in tag_keys(row))
-            entry = recall_entry(row)
-            entries.append(
-                tuple(
-                    field.get_db_prep_save(getattr(entry, field.attname), connection)
-                    for field in RecallEntry._meta.concrete_fields
-                )
-            )
+        tags = [
+            (memory_field.get_db_prep_save(row.pk, connection), row.owner_id, key)
+            for row in rows
+            for key in tag_keys(row)
+        ]
         with transaction.atomic():
             Memory.objects.bulk_create(rows)
-            _insert(MemoryToken, ("memory_id", "owner_id", "key", "in_keywords"), tokens)
+            # The ranking entries' ids come back from the insert; the tokens point at them.
+            entries = RecallEntry.objects.bulk_create([recall_entry(row) for row in rows])
+            tokens = [
+                (entry.pk, row.owner_id, key, in_keywords)
+                for row, entry in zip(rows, entries, strict=True)
+                for key, in_keywords in token_entries(row, profile).items()
+            ]
+            _insert(MemoryToken, ("entry_id", "owner_id", "key", "in_keywords"), tokens)
             _insert(MemoryTag, ("memory_id", "owner_id", "key"), tags)
-            _insert(RecallEntry, entry_columns, entries)
     for user in {users[m.owner] for m in memories}:
         RecallIndex.objects.update_or_create(
             owner=user,

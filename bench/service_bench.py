@@ -95,7 +95,7 @@ def _candidates(owner: Any, *, query: str | None = None, category: str | None = 
     if query is not None:
         keys = parse_query(query, ranking_profile()).tokens
         tokens = MemoryToken.objects.filter(owner=owner, key__in=keys)
-        return tokens.values("memory_id").distinct().count()
+        return tokens.values("entry_id").distinct().count()
     return RecallEntry.objects.filter(owner=owner, category=category).count()
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from memories.bulkwrite import INSERT_BATCH, insert_rows
+from memories.bulkwrite import INSERT_BATCH, insert_rows, update_rows
 from memories.conf import ranking_profile
 from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex, User
 from memories.ranking import Profile, index_entries, index_key, memory_terms, parse_query
@@ -74,8 +74,9 @@ def tag_keys(memory: Memory) -> set[str]:
     return {tag_key(tag) for tag in string_items(memory.tags) if tag.strip()}
 
 
-def recall_entry(memory: Memory) -> RecallEntry:
+def recall_entry(memory: Memory, entry_id: int | None = None) -> RecallEntry:
     return RecallEntry(
+        id=entry_id,
         memory_id=memory.pk,
         owner_id=memory.owner_id,
         category=memory.category,
@@ -87,65 +88,78 @@ def recall_entry(memory: Memory) -> RecallEntry:
     )
 
 
-def reindex(memories: Iterable[Memory], *, text_changed: bool = True, new: bool = False) -> None:
-    """Rebuild the index rows of these saved memories.
+ENTRY_FIELDS = (
+    "category",
+    "salience",
+    "retrieval_count",
+    "last_retrieved_us",
+    "created_us",
+    "updated_us",
+)
 
-    Tag rows always; tokens and the ranking entry only while a memory is live. With
-    `text_changed=False` (only salience, times or the archive state moved) the tag rows
-    are left alone, and tokens are rebuilt only for memories that just became live.
-    `new=True` says the memories were just created, so they have no rows to replace.
+
+def reindex(memories: Iterable[Memory], *, text_changed: bool = True, new: bool = False) -> None:
+    """Bring the index rows of these saved memories up to date.
+
+    Tag rows always; a ranking entry and tokens only while a memory is live (an entry
+    keeps its id while the memory stays live). With `text_changed=False` (only salience,
+    times or the archive state moved) tag rows and the tokens of memories that stay live
+    are left alone. `new=True` says the memories were just created: nothing to replace.
     """
     batch = list(memories)
     if not batch:
         return
     profile = ranking_profile()
     ids = [m.pk for m in batch]
-    live = [m for m in batch if m.archived_at is None]
-    had_entry: set[uuid.UUID] = set()
+    entries: dict[uuid.UUID, int] = {}
     if not new:
-        entries = RecallEntry.objects.filter(memory_id__in=ids)
-        had_entry = set(entries.values_list("pk", flat=True))
-        entries.delete()
+        entries = dict(RecallEntry.objects.filter(memory_id__in=ids).values_list("memory", "pk"))
+    live = [m for m in batch if m.archived_at is None]
+    staying = [recall_entry(m, entries[m.pk]) for m in live if m.pk in entries]
+    # Archived since: the entry goes, and its tokens with it.
+    gone = [entries[m.pk] for m in batch if m.archived_at is not None and m.pk in entries]
+    RecallEntry.objects.filter(pk__in=gone).delete()
+    update_rows(staying, ENTRY_FIELDS)
+    arriving = RecallEntry.objects.bulk_create(
+        [recall_entry(m) for m in live if m.pk not in entries], batch_size=INSERT_BATCH
+    )
+    tokenised = arriving
     if text_changed:
+        MemoryToken.objects.filter(entry__in=[e.pk for e in staying]).delete()
+        tokenised = staying + arriving
         if not new:
-            MemoryToken.objects.filter(memory_id__in=ids).delete()
             MemoryTag.objects.filter(memory_id__in=ids).delete()
-        tokenised = live
         insert_rows(
             MemoryTag,
             ["memory", "owner", "key"],
-            [(m.pk, m.owner_id, k) for m in batch for k in tag_keys(m)],
+            [(m.pk, m.owner_id, key) for m in batch for key in tag_keys(m)],
         )
-    else:
-        # Archived since: their tokens go. Live again: their tokens come back.
-        gone = [m.pk for m in batch if m.archived_at is not None and m.pk in had_entry]
-        tokenised = [m for m in live if m.pk not in had_entry]
-        MemoryToken.objects.filter(memory_id__in=gone + [m.pk for m in tokenised]).delete()
+    by_id = {m.pk: m for m in live}
     insert_rows(
         MemoryToken,
-        ["memory", "owner", "key", "in_keywords"],
+        ["entry", "owner", "key", "in_keywords"],
         [
-            (m.pk, m.owner_id, key, in_keywords)
-            for m in tokenised
-            for key, in_keywords in token_entries(m, profile).items()
+            (entry.pk, entry.owner_id, key, in_keywords)
+            for entry in tokenised
+            for key, in_keywords in token_entries(by_id[entry.memory_id], profile).items()
         ],
     )
-    RecallEntry.objects.bulk_create([recall_entry(m) for m in live], batch_size=INSERT_BATCH)
     change: dict[int, int] = defaultdict(int)
+    for entry in arriving:
+        change[entry.owner_id] += 1
     for memory in batch:
-        change[memory.owner_id] += (memory.archived_at is None) - (memory.pk in had_entry)
+        if memory.archived_at is not None and memory.pk in entries:
+            change[memory.owner_id] -= 1
     _count_live(change, profile)
 
 
 def unindex(ids: Sequence[uuid.UUID]) -> None:
     """Take these memories out of the recall index before they are deleted."""
+    entries = RecallEntry.objects.filter(memory_id__in=ids)
     change: dict[int, int] = defaultdict(int)
-    for owner_id in RecallEntry.objects.filter(memory_id__in=ids).values_list(
-        "owner_id", flat=True
-    ):
+    for owner_id in entries.values_list("owner_id", flat=True):
         change[owner_id] -= 1
-    MemoryToken.objects.filter(memory_id__in=ids).delete()
-    RecallEntry.objects.filter(memory_id__in=ids).delete()
+    entries.delete()
     _count_live(change, ranking_profile())
 
 

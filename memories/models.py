@@ -350,43 +350,14 @@ class Memory(models.Model):
         }
 
 
-class MemoryToken(models.Model):
-    """The recall index: one row per distinct token of a live memory (SPEC §3), in the
-    active relevance profile's tokens. Archived memories have none, so counting a key's
-    rows gives its document frequency among live memories."""
-
-    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="tokens")
-    # Denormalised so the lookup index starts with the owner.
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
-    )
-    key = models.CharField(max_length=64)
-    in_keywords = models.BooleanField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["memory", "key"], name="memorytoken_unique_key"),
-        ]
-        indexes = [
-            # Covers the scoring query and the document-frequency count: both read only
-            # these columns (SQLite ignores INCLUDE, so they are all key columns).
-            models.Index(
-                fields=["owner", "key", "memory", "in_keywords"], name="memorytoken_covering"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return self.key
-
-
 class RecallEntry(models.Model):
     """What activation reads about one live memory, as numbers, so that recall scores in
     SQL without touching the wide memory rows. Times are microseconds since the epoch:
-    SQLite has no exact date arithmetic."""
+    SQLite has no exact date arithmetic. The integer id keeps the token index small and
+    its join a plain integer lookup."""
 
-    memory = models.OneToOneField(
-        Memory, primary_key=True, on_delete=models.CASCADE, related_name="recall_entry"
-    )
+    id = models.BigAutoField(primary_key=True)
+    memory = models.OneToOneField(Memory, on_delete=models.CASCADE, related_name="recall_entry")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
     )
@@ -402,6 +373,37 @@ class RecallEntry(models.Model):
 
     def __str__(self) -> str:
         return str(self.memory_id)
+
+
+class MemoryToken(models.Model):
+    """The recall index: one row per distinct token of a live memory (SPEC §3), in the
+    active relevance profile's tokens. Archived memories have none, so counting a key's
+    rows gives its document frequency among live memories."""
+
+    entry = models.ForeignKey(
+        RecallEntry, on_delete=models.CASCADE, related_name="tokens", db_index=False
+    )
+    # Denormalised so the lookup index starts with the owner.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    key = models.CharField(max_length=64)
+    in_keywords = models.BooleanField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "key"], name="memorytoken_unique_key"),
+        ]
+        indexes = [
+            # Covers the scoring query and the document-frequency count: both read only
+            # these columns (SQLite ignores INCLUDE, so they are all key columns).
+            models.Index(
+                fields=["owner", "key", "entry", "in_keywords"], name="memorytoken_covering"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class RecallIndex(models.Model):

@@ -87,15 +87,15 @@ def best_candidates(
         keyword, content = factors
         by_key = " ".join("WHEN %s THEN %s" for _ in weights)
         ctes.append(
-            f"hits AS (SELECT t.memory_id AS id, SUM("
+            f"hits AS (SELECT t.entry_id AS id, SUM("
             f"CASE t.key {by_key} END * CASE WHEN t.in_keywords THEN %s ELSE %s END) AS hits"
             f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN ({_marks(weights)})"
-            f" GROUP BY t.memory_id)"
+            f" GROUP BY t.entry_id)"
         )
         for key, weight in weights.items():
             params += [key, weight]
         params += [keyword, content, owner_id, *weights]
-        source = f"hits h JOIN {entry} e ON e.memory_id = h.id"
+        source = f"hits h JOIN {entry} e ON e.id = h.id"
         hits = "h.hits"
     else:
         source = f"{entry} e"

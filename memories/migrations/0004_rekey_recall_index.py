@@ -1,17 +1,14 @@
-"""Re-key every store for the taproot relevance profile (SPEC §3.1).
-
-Tokens become the new profile's (Unicode words, stop words out, Snowball stems), only
-live memories keep them, each live memory gets its ranking entry, and each owner a
-RecallIndex row recording the profile and the number of live memories. Undoing it puts
-back the seed profile's tokens on every memory, as 0002 left them.
-"""
+"""Re-key every store for the taproot relevance profile (SPEC §3.1): each live memory gets
+its ranking entry and the new profile's tokens (Unicode words, stop words out, Snowball
+stems), each owner a RecallIndex row recording the profile and the number of live
+memories. (Undoing 0003 rebuilds the old tokens.)"""
 
 from datetime import UTC, datetime, timedelta
 
 from django.db import migrations
 from django.db.models import Count
 
-from memories.ranking import SEED, TAPROOT, index_entries, memory_terms
+from memories.ranking import TAPROOT, index_entries, memory_terms
 
 BATCH = 500
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -29,74 +26,55 @@ def _strings(values):
     return []
 
 
-def _rebuild(apps, profile, *, live_only):
+def rekey_for_taproot(apps, schema_editor):
     Memory = apps.get_model("memories", "Memory")
     MemoryToken = apps.get_model("memories", "MemoryToken")
     RecallEntry = apps.get_model("memories", "RecallEntry")
     RecallIndex = apps.get_model("memories", "RecallIndex")
-    MemoryToken.objects.all().delete()
-    RecallEntry.objects.all().delete()
-    RecallIndex.objects.all().delete()
-    memories = Memory.objects.order_by("pk")
-    if live_only:
-        memories = memories.filter(archived_at__isnull=True)
+    live = Memory.objects.filter(archived_at__isnull=True).order_by("pk")
     last = None
-    while True:
-        batch = list((memories.filter(pk__gt=last) if last else memories)[:BATCH])
-        if not batch:
-            break
+    while batch := list((live.filter(pk__gt=last) if last else live)[:BATCH]):
         last = batch[-1].pk
-        tokens, entries = [], []
-        for memory in batch:
+        entries = RecallEntry.objects.bulk_create(
+            RecallEntry(
+                memory_id=memory.pk,
+                owner_id=memory.owner_id,
+                category=memory.category,
+                salience=memory.salience,
+                retrieval_count=memory.retrieval_count,
+                last_retrieved_us=_micros(memory.last_retrieved) if memory.last_retrieved else None,
+                created_us=_micros(memory.created_at),
+                updated_us=_micros(memory.updated_at),
+            )
+            for memory in batch
+        )
+        tokens = []
+        for memory, entry in zip(batch, entries, strict=True):
             terms = memory_terms(
                 gist=memory.gist,
                 content=memory.content,
                 tags=_strings(memory.tags),
                 search_keywords=_strings(memory.search_keywords),
-                profile=profile,
+                profile=TAPROOT,
             )
             tokens += [
-                MemoryToken(memory_id=memory.pk, owner_id=memory.owner_id, key=k, in_keywords=kw)
+                MemoryToken(entry_id=entry.pk, owner_id=memory.owner_id, key=k, in_keywords=kw)
                 for k, kw in index_entries(terms).items()
             ]
-            if live_only:
-                entries.append(
-                    RecallEntry(
-                        memory_id=memory.pk,
-                        owner_id=memory.owner_id,
-                        category=memory.category,
-                        salience=memory.salience,
-                        retrieval_count=memory.retrieval_count,
-                        last_retrieved_us=(
-                            _micros(memory.last_retrieved) if memory.last_retrieved else None
-                        ),
-                        created_us=_micros(memory.created_at),
-                        updated_us=_micros(memory.updated_at),
-                    )
-                )
         MemoryToken.objects.bulk_create(tokens, batch_size=2000)
-        RecallEntry.objects.bulk_create(entries, batch_size=2000)
-    if live_only:
-        counts = memories.order_by().values_list("owner_id").annotate(n=Count("pk"))
-        RecallIndex.objects.bulk_create(
-            RecallIndex(owner_id=owner_id, profile=profile.name, live_memories=n)
-            for owner_id, n in counts
-        )
-
-
-def rekey_for_taproot(apps, schema_editor):
-    _rebuild(apps, TAPROOT, live_only=True)
-
-
-def back_to_seed_tokens(apps, schema_editor):
-    _rebuild(apps, SEED, live_only=False)
+    counts = live.order_by().values_list("owner_id").annotate(n=Count("pk"))
+    RecallIndex.objects.bulk_create(
+        RecallIndex(owner_id=owner_id, profile=TAPROOT.name, live_memories=n)
+        for owner_id, n in counts
+    )
 
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memories", "0003_recallentry_recallindex_and_more"),
+        ("memories", "0003_recall_index_by_entry"),
     ]
 
     operations = [
-        migrations.RunPython(rekey_for_taproot, back_to_seed_tokens),
+        # Undoing it needs nothing: undoing 0003 drops these tables.
+        migrations.RunPython(rekey_for_taproot, migrations.RunPython.noop),
     ]

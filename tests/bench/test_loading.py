@@ -6,7 +6,7 @@ import pytest
 
 from bench.loading import ensure_users, load_bulk, load_through_services
 from bench.synthetic import generate_store
-from memories.models import Memory, MemoryTag, MemoryToken, Revision
+from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex, Revision
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -30,16 +30,37 @@ def _snapshot(owners: list[Any], to_generated: dict[uuid.UUID, uuid.UUID]) -> di
     tokens = {
         (gid(memory_id), key, in_keywords)
         for memory_id, key, in_keywords in MemoryToken.objects.filter(owner__in=owners).values_list(
-            "memory_id", "key", "in_keywords"
+            "entry__memory_id", "key", "in_keywords"
         )
     }
+    entries = {
+        (gid(memory_id), *numbers)
+        for memory_id, *numbers in RecallEntry.objects.filter(owner__in=owners).values_list(
+            "memory_id",
+            "category",
+            "salience",
+            "retrieval_count",
+            "last_retrieved_us",
+            "created_us",
+            "updated_us",
+        )
+    }
+    live_counts = sorted(
+        RecallIndex.objects.filter(owner__in=owners).values_list("profile", "live_memories")
+    )
     tags = {
         (gid(memory_id), key)
         for memory_id, key in MemoryTag.objects.filter(owner__in=owners).values_list(
             "memory_id", "key"
         )
     }
-    return {"memories": memories, "tokens": tokens, "tags": tags}
+    return {
+        "memories": memories,
+        "tokens": tokens,
+        "tags": tags,
+        "entries": entries,
+        "live_counts": live_counts,
+    }
 
 
 @pytest.mark.django_db

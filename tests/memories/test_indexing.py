@@ -50,7 +50,9 @@ def created(user, **fields) -> str:
 
 
 def token_rows(memory_id) -> dict[str, bool]:
-    return dict(MemoryToken.objects.filter(memory_id=memory_id).values_list("key", "in_keywords"))
+    return dict(
+        MemoryToken.objects.filter(entry__memory_id=memory_id).values_list("key", "in_keywords")
+    )
 
 
 def test_create_indexes_keyword_tokens_apart_from_content_only_tokens(user):
@@ -77,7 +79,7 @@ def test_create_indexes_keyword_tokens_apart_from_content_only_tokens(user):
     assert set(MemoryTag.objects.filter(memory_id=memory_id).values_list("key", flat=True)) == {
         "pets"
     }
-    assert MemoryToken.objects.filter(memory_id=memory_id).first().owner_id == user.pk
+    assert MemoryToken.objects.filter(entry__memory_id=memory_id).first().owner_id == user.pk
 
 
 def test_very_long_tokens_are_indexed_and_found(user):
@@ -179,7 +181,7 @@ def test_delete_removes_index_and_tag_rows(user):
     memory_id = created(user, tags=["kayak"], content="Kayak")
     delete(owner=user, memory_id=memory_id)
     assert not Memory.objects.filter(pk=memory_id).exists()
-    assert not MemoryToken.objects.filter(memory_id=memory_id).exists()
+    assert not MemoryToken.objects.filter(entry__memory_id=memory_id).exists()
     assert not MemoryTag.objects.filter(memory_id=memory_id).exists()
 
 
@@ -235,7 +237,9 @@ def assert_derived_columns_are_fresh(owner, *, after: str) -> None:
     for memory in Memory.objects.filter(owner=owner):
         tokens, tags = expected_rows(memory)
         tag_rows = set(MemoryTag.objects.filter(memory=memory).values_list("key", flat=True))
-        row_owners = set(MemoryToken.objects.filter(memory=memory).values_list("owner", flat=True))
+        row_owners = set(
+            MemoryToken.objects.filter(entry__memory=memory).values_list("owner", flat=True)
+        )
         entry = RecallEntry.objects.filter(memory=memory).values_list(
             "owner",
             "category",

@@ -23,7 +23,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def index_state(owner) -> dict[str, Any]:
     return {
         "tokens": set(
-            MemoryToken.objects.filter(owner=owner).values_list("memory_id", "key", "in_keywords")
+            MemoryToken.objects.filter(owner=owner).values_list(
+                "entry__memory_id", "key", "in_keywords"
+            )
         ),
         "tags": set(MemoryTag.objects.filter(owner=owner).values_list("memory_id", "key")),
         "entries": set(

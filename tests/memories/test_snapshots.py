@@ -25,7 +25,9 @@ def stored(memory):
 
 def index_of(memory):
     return (
-        sorted(MemoryToken.objects.filter(memory_id=memory.pk).values_list("key", "in_keywords")),
+        sorted(
+            MemoryToken.objects.filter(entry__memory_id=memory.pk).values_list("key", "in_keywords")
+        ),
         sorted(MemoryTag.objects.filter(memory_id=memory.pk).values_list("key", flat=True)),
     )
 
@@ -116,7 +118,7 @@ def test_restoring_the_before_import_snapshot_undoes_the_import(user, make_memor
     assert stored(existing) == as_it_was  # import's normalisation undone too
     assert list(Closing.objects.filter(owner=user)) == [earlier]
     assert (restored["removed"], restored["closings_removed"]) == (7, 1)
-    assert not MemoryToken.objects.exclude(memory=existing).exists()
+    assert not MemoryToken.objects.exclude(entry__memory=existing).exists()
 
 
 def test_restore_keeps_a_revision_of_tracked_changes(user, make_memory):
