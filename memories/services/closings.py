@@ -5,7 +5,7 @@ from typing import Any
 
 from memories.models import Closing, User
 from memories.services._common import now_or
-from memories.validation import MAX_REFLECTION, MAX_TITLE, optional_text, require_text
+from memories.validation import MAX_REFLECTION, MAX_TITLE, optional_text, require_text, trimmed
 
 CLOSING_MESSAGE = "Reflection stored. Safe travels."
 
@@ -18,7 +18,8 @@ def close(
     conversation_url: Any = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    text = require_text(reflection, field="reflection", limit=MAX_REFLECTION)
+    # Stored trimmed: every reflect shows it, and padding would only cost tokens there.
+    text = require_text(trimmed(reflection), field="reflection", limit=MAX_REFLECTION)
     title = optional_text(conversation_title, field="conversation_title", limit=MAX_TITLE)
     url = optional_text(conversation_url, field="conversation_url")
     closing = Closing.objects.create(

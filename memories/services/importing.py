@@ -253,7 +253,7 @@ def _closing(
     return Closing(
         id=pk,
         owner_id=owner_id,
-        reflection=reflection,
+        reflection=reflection.strip(),  # as taproot_close stores it
         conversation_title=_text(value.get("conversation_title")),
         conversation_url=_text(value.get("conversation_url")),
         created_at=_timestamp(value, "created_at", label) or now,

@@ -5,7 +5,7 @@ import pytest
 
 from memories.errors import InvalidInput
 from memories.models import Closing
-from memories.services import close
+from memories.services import close, reflect
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db
@@ -47,6 +47,18 @@ def test_every_close_is_a_new_closing(user):
 
 def test_a_reflection_of_exactly_10000_characters_is_kept(user):
     reply = close(owner=user, reflection="r" * 10_000)
+    assert Closing.objects.get(pk=reply["reflection_id"]).reflection == "r" * 10_000
+
+
+def test_a_reflection_is_stored_trimmed_and_reflect_shows_it_unpadded(user):
+    close(owner=user, reflection="\n\n  Good talk about the garden.  \n\t ", now=NOW)
+    assert Closing.objects.get().reflection == "Good talk about the garden."
+    (shown,) = reflect(owner=user, now=NOW).payload["recent_closings"]
+    assert shown["reflection"] == "Good talk about the garden."
+
+
+def test_the_reflection_limit_counts_the_trimmed_text(user):
+    reply = close(owner=user, reflection="  " + "r" * 10_000 + "\n")
     assert Closing.objects.get(pk=reply["reflection_id"]).reflection == "r" * 10_000
 
 

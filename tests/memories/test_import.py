@@ -142,6 +142,12 @@ def test_closings_are_imported_and_other_keys_ignored(imported, user):
     assert Closing.objects.count() == 1
 
 
+def test_an_imported_closing_reflection_is_stored_trimmed(user):
+    key = f"close:{uuid.uuid4()}"
+    import_store(owner=user, data=_envelope_with({"reflection": "\n  Padded.\t "}, key=key))
+    assert Closing.objects.get(pk=key.removeprefix("close:")).reflection == "Padded."
+
+
 def test_normalised_records_keep_what_the_file_held_in_a_revision(imported):
     revision = Revision.objects.get(memory_id=A)
 
