@@ -17,6 +17,7 @@ from memories.services._common import (
     record_revision,
     touch,
 )
+from memories.services.normalise import normalise_salience
 from memories.validation import (
     MAX_CONTENT,
     MAX_GIST,
@@ -31,7 +32,7 @@ from memories.validation import (
     require_text,
     trimmed,
 )
-from memories.vocabulary import MEDIUM, SALIENCE_RANK, salience_rank, whole_number
+from memories.vocabulary import salience_rank, whole_number
 
 FORGET_ACTIONS = ("archive", "unarchive", "delete", "compress")
 
@@ -266,11 +267,8 @@ def compress(
                 f"Together these memories carry {len(tags)} distinct tags; a memory may hold "
                 f"{MAX_LIST_ITEMS}. Remove some tags first."
             )
-        # A drifted salience counts as medium, as migrate would make it.
-        salience = min(
-            (m.salience if m.salience in SALIENCE_RANK else MEDIUM for m in originals),
-            key=salience_rank,
-        )
+        # Each salience as migrate would make it ("3" is high, a drifted one medium).
+        salience = min((normalise_salience(m.salience) for m in originals), key=salience_rank)
         new = Memory(
             id=uuid.uuid4(),
             owner=owner,

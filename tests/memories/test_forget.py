@@ -215,6 +215,24 @@ def test_compress_without_core_or_high_keeps_the_highest_salience(user, make_mem
     assert (new.salience, new.core, new.compression_level) == ("medium", False, 1)
 
 
+@pytest.mark.parametrize(
+    ("saliences", "highest"),
+    [
+        (["3", "low"], "high"),
+        ([" 2 ", "low"], "medium"),
+        (["1", "low"], "low"),
+        (["HIGH", "1"], "high"),
+    ],
+)
+def test_compress_reads_legacy_saliences_as_migrate_does_before_taking_the_highest(
+    user, make_memory, saliences, highest
+):
+    originals = [make_memory(salience=salience) for salience in saliences]
+    reply = compress(user, [m.pk for m in originals])
+    assert reply["salience"] == highest
+    assert Memory.objects.get(pk=reply["memory_id"]).salience == highest
+
+
 def test_compress_across_categories_needs_a_category(user, make_memory, unchanged):
     a = make_memory(category="episodic")
     b = make_memory(category="identity")
