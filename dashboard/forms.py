@@ -24,6 +24,8 @@ SORTS: dict[str, tuple[str, Sort]] = {
     "category": ("Category", MemoryQuerySet.by_category),
 }
 DEFAULT_SORT = "recent"
+# Django's own message quotes the value sent, which a forged request can make megabytes long.
+NOT_OFFERED = {"invalid_choice": "Select one of the choices offered."}
 
 
 class MemoryFilterForm(forms.Form):
@@ -32,10 +34,17 @@ class MemoryFilterForm(forms.Form):
     data: QueryDict  # request.GET, which query_string() encodes again
 
     category = forms.MultipleChoiceField(
-        choices=CATEGORY_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+        choices=CATEGORY_CHOICES,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        error_messages=NOT_OFFERED,
     )
-    tier = forms.ChoiceField(choices=TIER_CHOICES, required=False)
-    salience = forms.ChoiceField(choices=[("", "Any salience"), *SALIENCE_CHOICES], required=False)
+    tier = forms.ChoiceField(choices=TIER_CHOICES, required=False, error_messages=NOT_OFFERED)
+    salience = forms.ChoiceField(
+        choices=[("", "Any salience"), *SALIENCE_CHOICES],
+        required=False,
+        error_messages=NOT_OFFERED,
+    )
     auto_gist = forms.BooleanField(required=False, label="Gist still auto-made")
     q = forms.CharField(
         required=False,
@@ -45,7 +54,9 @@ class MemoryFilterForm(forms.Form):
         widget=forms.TextInput(attrs={"type": "search", "placeholder": "Gist, content or tags"}),
     )
     sort = forms.ChoiceField(
-        choices=[(key, label) for key, (label, _) in SORTS.items()], required=False
+        choices=[(key, label) for key, (label, _) in SORTS.items()],
+        required=False,
+        error_messages=NOT_OFFERED,
     )
 
     def filter(
@@ -79,7 +90,9 @@ class CurationForm(forms.Form):
     """Salience and/or core from a card; a field left out (or a blank salience, which
     keeps a drifted value) stays as it is."""
 
-    salience = forms.ChoiceField(choices=SALIENCE_CHOICES, required=False)
+    salience = forms.ChoiceField(
+        choices=SALIENCE_CHOICES, required=False, error_messages=NOT_OFFERED
+    )
     core = forms.NullBooleanField(required=False)
 
 
@@ -96,4 +109,6 @@ class GistForm(forms.Form):
 
 
 class RestoreForm(forms.Form):
-    use = forms.ChoiceField(choices=[("before", "before"), ("after", "after")])
+    use = forms.ChoiceField(
+        choices=[("before", "before"), ("after", "after")], error_messages=NOT_OFFERED
+    )

@@ -16,6 +16,7 @@ from mcp.types import CallToolResult, TextContent
 from mcp_bridge.auth import NotAuthenticated, token_user
 from memories.errors import InvalidInput
 from memories.jsonutil import dumps
+from memories.validation import shown
 
 logger = logging.getLogger("taproot.mcp")
 
@@ -27,6 +28,8 @@ UNEXPECTED = (
     "Nothing you sent was at fault. Try again once; if it fails again, tell the user "
     "that Taproot is not working right now."
 )
+# A warning names this many unknown arguments at most: a client may send thousands.
+MAX_NAMED = 10
 NOT_SIGNED_IN = "This request is not signed in to a Taproot account. Reconnect the connector."
 
 
@@ -52,7 +55,10 @@ def _with_unknown_warning(reply: Mapping[str, Any], unknown: Iterable[str]) -> M
     unknown = sorted(unknown)
     if not unknown:
         return reply
-    warning = "Ignored unknown argument(s): " + ", ".join(unknown) + "."
+    named = ", ".join(shown(name) for name in unknown[:MAX_NAMED])
+    if len(unknown) > MAX_NAMED:
+        named += f" and {len(unknown) - MAX_NAMED:,} more"
+    warning = f"Ignored unknown argument(s): {named}."
     return {**reply, "warnings": [*reply.get("warnings", []), warning]}
 
 

@@ -5,8 +5,10 @@ InvalidInput with a message that says what to send instead.
 """
 
 import json
+import math
+import reprlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +39,51 @@ MAX_RECALL_IDS = 50
 MAX_QUERY = 10_000
 MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 5
+# How much of a sent value a message quotes back: enough to recognise it, never megabytes.
+ECHO_LIMIT = 80
+# For values that are not text: a few entries of a few levels, never the repr of them all
+# (which could be megabytes long, or nested too deep to repr at all).
+_ECHO_ENTRIES = 5
+_ECHO_REPR = reprlib.Repr(
+    maxlevel=3,
+    maxtuple=_ECHO_ENTRIES,
+    maxlist=_ECHO_ENTRIES,
+    maxdict=_ECHO_ENTRIES,
+    maxset=_ECHO_ENTRIES,
+    maxfrozenset=_ECHO_ENTRIES,
+    maxstring=ECHO_LIMIT,
+    maxother=ECHO_LIMIT,
+)
+
+
+def shown(value: object) -> str:
+    """A value the caller sent, as a message quotes it: its repr, or when that is longer
+    than ECHO_LIMIT characters (or a list of more than a few entries), its start, an ellipsis
+    and the whole value's size.
+
+    Nothing, true and false read as the caller wrote them in JSON, not as Python's None,
+    True and False.
+    """
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and value.bit_length() > 256:
+        # Python refuses to turn an int of more than 4,300 digits into text at all.
+        return f"a number of about {math.ceil(value.bit_length() * math.log10(2)):,} digits"
+    if isinstance(value, str):
+        text = repr(value[: ECHO_LIMIT + 1])  # the start only: a value may be megabytes
+        if len(text) <= ECHO_LIMIT:
+            return text
+        return f"{text[:ECHO_LIMIT]}… ({len(value):,} characters)"
+    text = _ECHO_REPR.repr(value)
+    cut = len(text) > ECHO_LIMIT
+    if cut:
+        text = text[:ECHO_LIMIT] + "…"
+    if isinstance(value, Sized) and (cut or len(value) > _ECHO_ENTRIES):
+        count = len(value)
+        return f"{text} ({count:,} {'entry' if count == 1 else 'entries'})"
+    return text
 
 
 def _folded(value: Any) -> str | None:
@@ -54,8 +101,8 @@ def coerce_category(value: Any, *, field: str = "category") -> tuple[str, str | 
         return folded, None
     if folded in LEGACY_CATEGORIES:
         canonical = LEGACY_CATEGORIES[folded]
-        return canonical, f"{field} {value!r} is a legacy name; stored as {canonical!r}."
-    raise InvalidInput(f"{field} must be one of {_allowed(CATEGORY_VALUES)} (got {value!r}).")
+        return canonical, f"{field} {shown(value)} is a legacy name; stored as {canonical!r}."
+    raise InvalidInput(f"{field} must be one of {_allowed(CATEGORY_VALUES)} (got {shown(value)}).")
 
 
 def coerce_salience(value: Any, *, field: str = "salience") -> tuple[str, str | None]:
@@ -69,8 +116,8 @@ def coerce_salience(value: Any, *, field: str = "salience") -> tuple[str, str | 
         return folded, None
     if folded in NUMERIC_SALIENCE:
         canonical = NUMERIC_SALIENCE[folded]
-        return canonical, f"{field} {value!r} is numeric; stored as {canonical!r}."
-    raise InvalidInput(f"{field} must be one of {_allowed(SALIENCE_VALUES)} (got {value!r}).")
+        return canonical, f"{field} {shown(value)} is numeric; stored as {canonical!r}."
+    raise InvalidInput(f"{field} must be one of {_allowed(SALIENCE_VALUES)} (got {shown(value)}).")
 
 
 def coerce_epistemic_status(value: Any) -> str:
@@ -78,7 +125,7 @@ def coerce_epistemic_status(value: Any) -> str:
     if folded in EPISTEMIC_VALUES:
         return folded
     raise InvalidInput(
-        f"epistemic_status must be one of {_allowed(EPISTEMIC_VALUES)} (got {value!r})."
+        f"epistemic_status must be one of {_allowed(EPISTEMIC_VALUES)} (got {shown(value)})."
     )
 
 
@@ -90,7 +137,7 @@ def coerce_bool(value: Any, *, field: str) -> bool:
         return True
     if folded in {"false", "no", "0"}:
         return False
-    raise InvalidInput(f"{field} must be true or false (got {value!r}).")
+    raise InvalidInput(f"{field} must be true or false (got {shown(value)}).")
 
 
 def coerce_int(value: Any, *, field: str, minimum: int, maximum: int) -> int:
@@ -106,7 +153,7 @@ def coerce_int(value: Any, *, field: str, minimum: int, maximum: int) -> int:
         number = None
     if number is None or not minimum <= number <= maximum:
         raise InvalidInput(
-            f"{field} must be a whole number from {minimum} to {maximum} (got {value!r})."
+            f"{field} must be a whole number from {minimum} to {maximum} (got {shown(value)})."
         )
     return number
 
@@ -160,7 +207,7 @@ def optional_text(value: Any, *, field: str, limit: int = MAX_REFERENCE) -> str 
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be text (got {type(value).__name__}).")
+        raise InvalidInput(f"{field} must be text (got {shown(value)}).")
     if not value.strip():
         return None
     return check_length(value.strip(), field=field, limit=limit)
@@ -192,24 +239,19 @@ def coerce_string_list(
     try:
         items = parse_list_argument(value)
     except InvalidInput:
-        raise InvalidInput(
-            f"{field} must be a list of strings (got {type(value).__name__})."
-        ) from None
+        raise InvalidInput(f"{field} must be a list of strings (got {shown(value)}).") from None
     result: list[str] = []
     seen: set[str] = set()  # a set: the list may be long before the count refuses it
     for item in items:
         if not isinstance(item, str):
-            raise InvalidInput(
-                f"{field} must contain only strings (found {type(item).__name__} {item!r})."
-            )
+            raise InvalidInput(f"{field} must contain only strings (found {shown(item)}).")
         text = item.strip()
         if not text:
             continue
         check_length(text, field=f"each entry of {field}", limit=10**9)
         if len(text) > max_length:
             raise InvalidInput(
-                f"each entry of {field} may be at most {max_length} characters "
-                f"({text[:30]!r}… has {len(text)})."
+                f"each entry of {field} may be at most {max_length} characters (got {shown(text)})."
             )
         if text not in seen:
             seen.add(text)
@@ -228,7 +270,7 @@ def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
         except ValueError:
             pass
     raise InvalidInput(
-        f"{field} must be a memory id, a UUID as shown in the catalog (got {value!r})."
+        f"{field} must be a memory id, a UUID as shown in the catalog (got {shown(value)})."
     )
 
 
@@ -250,5 +292,5 @@ def coerce_since(value: Any) -> datetime:
         except (ValueError, OverflowError):  # Overflow: a zone pushes it past year 1 or 9999
             pass
     raise InvalidInput(
-        f"since must be an ISO-8601 date-time such as 2026-01-31T00:00:00Z (got {value!r})."
+        f"since must be an ISO-8601 date-time such as 2026-01-31T00:00:00Z (got {shown(value)})."
     )

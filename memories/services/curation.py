@@ -30,6 +30,7 @@ from memories.validation import (
     coerce_salience,
     optional_text,
     require_text,
+    shown,
     trimmed,
 )
 from memories.vocabulary import salience_rank, whole_number
@@ -324,7 +325,9 @@ def forget(
     """The taproot_forget tool: one entry point for its four actions."""
     folded = action.strip().lower() if isinstance(action, str) else None
     if folded not in FORGET_ACTIONS:
-        raise InvalidInput(f"action must be one of {', '.join(FORGET_ACTIONS)} (got {action!r}).")
+        raise InvalidInput(
+            f"action must be one of {', '.join(FORGET_ACTIONS)} (got {shown(action)})."
+        )
     if folded == "compress":
         return compress(
             owner=owner,
@@ -364,7 +367,7 @@ def restore_revision(
     with transaction.atomic():
         revision = Revision.objects.filter(pk=pk, owner=owner).first() if pk else None
         if revision is None:
-            raise InvalidInput(f"No revision {revision_id!r} exists for you.")
+            raise InvalidInput(f"No revision {shown(revision_id)} exists for you.")
         memory = Memory.objects.select_for_update().get(pk=revision.memory_id, owner=owner)
         state = revision.before if use == "before" else revision.after
         before = memory.tracked_state()

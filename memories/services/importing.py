@@ -31,7 +31,7 @@ from memories.services.exporting import CLOSING_PREFIX, EXPORT_FORMAT, MEMORY_PR
 from memories.services.normalise import normalise, normalise_list, normalise_stored
 from memories.services.snapshots import take_snapshot
 from memories.timeutil import parse_timestamp
-from memories.validation import coerce_bool, unstorable
+from memories.validation import coerce_bool, shown, unstorable
 
 # Reserved tags of the original Taproot.
 ARCHIVE_PENDING = "_archive_pending"
@@ -90,7 +90,7 @@ def read_file(data: Any, *, owner_id: int, now: datetime) -> Incoming:
     elif isinstance(data, dict) and isinstance(data.get("entries"), list):
         if "format" in data and data["format"] != EXPORT_FORMAT:
             raise BadFile(
-                f"its format is {data['format']!r}; this version reads {EXPORT_FORMAT!r} and "
+                f"its format is {shown(data['format'])}; this version reads {EXPORT_FORMAT!r} and "
                 "backups of the original Taproot"
             )
         for index, entry in enumerate(data["entries"], start=1):
@@ -104,7 +104,7 @@ def read_file(data: Any, *, owner_id: int, now: datetime) -> Incoming:
 
 def _record_label(index: int, value: Any) -> str:
     if isinstance(value, dict) and isinstance(value.get("id"), str):
-        return f"record {index} (id {value['id'][:60]!r})"
+        return f"record {index} (id {shown(value['id'])})"
     return f"record {index}"
 
 
@@ -112,7 +112,7 @@ def _read_entry(incoming: Incoming, index: int, entry: Any, owner_id: int, now: 
     if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
         raise BadFile(f"entry {index} is not an object with a text 'key'")
     key: str = entry["key"]
-    label = f"entry {index} ({key[:80]!r})"
+    label = f"entry {index} ({shown(key)})"
     if key.startswith(MEMORY_PREFIX):
         value = _entry_value(entry, label)
         key_id = key[len(MEMORY_PREFIX) :]
@@ -146,14 +146,14 @@ def _id(value: dict[str, Any], key_id: str | None, label: str) -> uuid.UUID:
     except ValueError:
         pk = None
     if pk is None:
-        raise BadFile(f"{label} has an id that is not a UUID ({raw!r})")
+        raise BadFile(f"{label} has an id that is not a UUID ({shown(raw)})")
     if key_id is not None and "id" in value:
         try:
             same = uuid.UUID(key_id.strip()) == pk
         except ValueError:
             same = True  # a key without a UUID: the value's id stands
         if not same:
-            raise BadFile(f"{label} holds a record whose id {raw!r} differs from its key")
+            raise BadFile(f"{label} holds a record whose id {shown(raw)} differs from its key")
     return pk
 
 
@@ -166,7 +166,7 @@ def _timestamp(value: dict[str, Any], name: str, label: str) -> datetime | None:
             return parse_timestamp(raw)
         except (ValueError, OverflowError):  # Overflow: a zone pushes it past year 1 or 9999
             pass
-    raise BadFile(f"{label} has a {name} that is not an ISO-8601 date-time ({raw!r})")
+    raise BadFile(f"{label} has a {name} that is not an ISO-8601 date-time ({shown(raw)})")
 
 
 def _text(value: Any) -> str | None:

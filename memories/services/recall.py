@@ -31,6 +31,7 @@ from memories.validation import (
     coerce_int,
     coerce_since,
     coerce_string_list,
+    shown,
 )
 
 # Claude.ai cuts tool results near 150,000 characters; stop well before that.
@@ -64,7 +65,7 @@ def parse_filters(
     warnings: list[str] = []
     if query is not None:
         if not isinstance(query, str):
-            raise InvalidInput(f"query must be text (got {type(query).__name__}).")
+            raise InvalidInput(f"query must be text (got {shown(query)}).")
         check_length(query, field="query", limit=MAX_QUERY)
     clean_category = None
     if category is not None and not (isinstance(category, str) and not category.strip()):

@@ -36,6 +36,7 @@ from memories.services._bulk import (
 from memories.services._common import last_touch_of, now_or
 from memories.services.exporting import memory_value
 from memories.timeutil import parse_timestamp
+from memories.validation import shown
 
 # The fields a snapshot value holds, all written back by a restore (the id stays).
 VALUE_FIELDS = (
@@ -176,7 +177,7 @@ def _find_snapshot(snapshot_id: Any, owner: User | None) -> Snapshot:
     try:
         pk = int(snapshot_id)
     except (TypeError, ValueError):
-        raise InvalidInput(f"A snapshot id is a number (got {snapshot_id!r}).") from None
+        raise InvalidInput(f"A snapshot id is a number (got {shown(snapshot_id)}).") from None
     queryset = Snapshot.objects.all()
     if owner is not None:
         queryset = queryset.filter(owner=owner)

@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from memories.validation import shown
+
 CLAUDE_CALLBACKS = (
     "https://claude.ai/api/mcp/auth_callback",
     "https://claude.com/api/mcp/auth_callback",
@@ -41,14 +43,14 @@ def redirect_uri_problem(uri: object) -> str | None:
     if not isinstance(uri, str) or not uri:
         return "Each redirect URI must be a non-empty string."
     if "#" in uri:
-        return f"The redirect URI {uri!r} has a fragment; redirect URIs must not have one."
+        return f"The redirect URI {shown(uri)} has a fragment; redirect URIs must not have one."
     try:
         scheme = urlsplit(uri).scheme.lower()
     except ValueError:
-        return f"The redirect URI {uri!r} is not a valid URI."
+        return f"The redirect URI {shown(uri)} is not a valid URI."
     if scheme not in {"http", "https"}:
         return (
-            f"The redirect URI {uri!r} uses the {scheme or 'missing'}: scheme; "
+            f"The redirect URI {shown(uri)} uses the {scheme or 'missing'}: scheme; "
             "only https (and http on a loopback address for local clients) is accepted."
         )
     if uri in allowed_redirect_uris():
@@ -57,11 +59,11 @@ def redirect_uri_problem(uri: object) -> str | None:
         if settings.TAPROOT_ALLOW_LOOPBACK_CLIENTS:
             return None
         return (
-            f"The redirect URI {uri!r} is a loopback address, and local clients are turned "
+            f"The redirect URI {shown(uri)} is a loopback address, and local clients are turned "
             "off on this server (TAPROOT_ALLOW_LOOPBACK_CLIENTS)."
         )
     return (
-        f"The redirect URI {uri!r} is not on this server's allowlist. Allowed: "
+        f"The redirect URI {shown(uri)} is not on this server's allowlist. Allowed: "
         f"{', '.join(allowed_redirect_uris())}"
         + (
             ", and http on 127.0.0.1, localhost or [::1]."

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
+from memories.validation import shown
+
 
 class ForeignResource(ValueError):
     """A `resource` value that is not this server's /mcp URL."""
@@ -17,7 +19,7 @@ class ForeignResource(ValueError):
         self.value = value
         super().__init__(
             f"This server only issues tokens for {mcp_resource_url()}; "
-            f"the resource {value!r} is not served here."
+            f"the resource {shown(value)} is not served here."
         )
 
 

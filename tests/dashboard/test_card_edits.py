@@ -138,6 +138,14 @@ def test_refused_curation_shows_the_reason_in_the_card_and_changes_nothing(logge
     assert not Revision.objects.filter(memory=memory).exists()
 
 
+def test_a_refused_curation_does_not_echo_a_huge_value(logged_in, memory):
+    response = logged_in.post(url(memory, "curate"), {"salience": "u" * 1_000_000}, **htmx())
+
+    assert response.status_code == 422
+    assert "u" * 100 not in response.text
+    assert len(response.text) < 20_000
+
+
 def test_curate_without_htmx_redirects_back_to_the_list(logged_in, memory):
     response = logged_in.post(url(memory, "curate"), {"salience": "high"})
 

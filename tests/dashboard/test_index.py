@@ -211,6 +211,15 @@ def test_an_unknown_category_drops_the_category_filter_with_a_400(logged_in, mak
     assert "<script>" not in response.text
 
 
+@pytest.mark.parametrize("field", ["sort", "salience", "tier", "category"])
+def test_a_bad_filter_choice_is_reported_without_echoing_it(logged_in, field):
+    response = logged_in.get(URL, {field: "s" * 5_000})
+
+    assert response.status_code == 400
+    assert "could not be used" in response.text
+    assert "s" * 100 not in response.text
+
+
 @pytest.mark.parametrize("page", ["99", "0", "-1", "abc", "1.5"])
 def test_a_page_number_out_of_range_or_not_a_number_still_shows_a_page(
     logged_in, make_memory, page

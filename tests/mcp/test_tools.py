@@ -245,7 +245,7 @@ def test_remember_names_arguments_it_does_not_know(eras):
             "taproot_remember",
             {"category": "episodic", "content": "x y z", "gist": "xyz", "salence": "high"},
         )
-        assert reply["warnings"] == ["Ignored unknown argument(s): salence."]
+        assert reply["warnings"] == ["Ignored unknown argument(s): 'salence'."]
 
 
 # --- taproot_recall ----------------------------------------------------------------

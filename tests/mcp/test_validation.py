@@ -163,3 +163,25 @@ def test_close_refusals(eras):
             ({"reflection": "Bye.", "conversation_title": ["t"]}, "must be text"),
         ],
     )
+
+
+def test_a_refusal_quotes_only_the_start_of_a_huge_value(eras):
+    huge = "x" * 3_900_000
+    assert_refused(
+        eras,
+        "taproot_remember",
+        [({**VALID, "category": huge}, "'" + "x" * 79 + "… (3,900,000 characters)")],
+    )
+    for mcp in eras:
+        assert len(mcp.refusal("taproot_remember", {**VALID, "category": huge})) < 300
+
+
+def test_unknown_arguments_are_named_briefly_however_many_and_long(eras):
+    unknown = {f"extra{i:04}": 1 for i in range(1_000)}
+    unknown["y" * 1_000_000] = 1
+    for mcp in eras:
+        fresh = {**VALID, "content": f"Sent in the {mcp.mode} era.", "gist": mcp.mode}
+        (warning,) = mcp.reply("taproot_remember", {**fresh, **unknown})["warnings"]
+        assert warning.startswith("Ignored unknown argument(s): 'extra0000', 'extra0001', ")
+        assert warning.endswith(" and 991 more.")
+        assert len(warning) < 300

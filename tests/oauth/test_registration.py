@@ -118,6 +118,15 @@ def test_one_bad_redirect_among_good_ones_refuses_the_registration(client):
     assert not Application.objects.exists()
 
 
+def test_a_refused_redirect_uri_is_quoted_only_by_its_start(client):
+    uri = "https://attacker.example/" + "x" * 1_000_000
+    response = register(client, {**CLAUDE_REGISTRATION, "redirect_uris": [uri]})
+    assert response.status_code == 400
+    description = response.json()["error_description"]
+    assert "(1,000,025 characters)" in description
+    assert len(description) < 400
+
+
 @pytest.mark.parametrize(
     "redirect_uri",
     [

@@ -90,6 +90,15 @@ def test_token_request_for_a_foreign_resource_is_refused(claude_flow, resource):
     assert not user_tokens().exists()
 
 
+def test_a_refused_resource_is_quoted_only_by_its_start(claude_flow):
+    resource = "https://other.example/" + "x" * 200_000
+    response = claude_flow.exchange(claude_flow.code(), resource=resource)
+    assert_error(response, 400, "invalid_target")
+    description = response.json()["error_description"]
+    assert "(200,022 characters)" in description
+    assert len(description) < 300
+
+
 def test_wrong_verifier_is_refused(claude_flow):
     response = claude_flow.exchange(claude_flow.code(), code_verifier="x" * 50)
     assert_error(response, 400, "invalid_grant")

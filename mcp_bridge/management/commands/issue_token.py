@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from mcp_bridge.auth import mcp_resource_url
 from mcp_bridge.tokens import issue_access_token
+from memories.validation import shown
 
 MAX_DAYS = 366
 
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         User = get_user_model()
         user = User.objects.filter(**{User.USERNAME_FIELD: options["user"]}).first()
         if user is None:
-            raise CommandError(f"No user named {options['user']!r}.")
+            raise CommandError(f"No user named {shown(options['user'])}.")
         if not user.is_active:
             raise CommandError(
                 f"User {options['user']!r} is inactive; /mcp would refuse the token."
