@@ -72,7 +72,7 @@ async def taproot_remember(
         arg.Text,
         arg.text(
             "The memory in full, written so that a later conversation understands it "
-            "without this one.",
+            "without this one. Required when creating.",
             max_length=MAX_CONTENT,
         ),
     ] = None,
@@ -134,7 +134,7 @@ async def taproot_remember(
         arg.Text,
         arg.text(
             "Give the id of an existing memory to update it instead of creating a new one; "
-            "only the fields you send change."
+            "only the fields you send change, and none other is required."
         ),
     ] = None,
 ) -> CallToolResult:
@@ -394,12 +394,13 @@ DEFINITIONS: list[ToolDefinition] = [
             "user, a preference, a decision, a correction, progress on a project. Do not "
             "save it all up for the end. Write the gist now, one line of about 15 words: it "
             "is what later conversations see in the catalog. To change a memory instead of "
-            "adding a near-copy, pass its id as update_id; only the fields you send change. "
-            "Returns {status, action: created|updated, memory_id, category, core, "
-            "warnings?}; a warning names an existing memory with the same gist or content."
+            "adding a near-copy, pass its id as update_id with just the fields to change; "
+            "only the fields you send change, so category and content are required only "
+            "when creating. Returns {status, action: created|updated, memory_id, category, "
+            "core, warnings?}; a warning names an existing memory with the same gist or "
+            "content."
         ),
         annotations=_hints(read_only=False),
-        required=("category", "content"),
     ),
     ToolDefinition(
         taproot_recall,

@@ -23,6 +23,7 @@ from memories.validation import (
     require_text,
     trimmed,
 )
+from memories.vocabulary import CATEGORY_VALUES
 
 GIST_WHY = (
     "A new memory needs a gist now: one line of about 15 words that stands for it in the "
@@ -34,8 +35,8 @@ GIST_WHY = (
 def remember(
     *,
     owner: User,
-    category: Any,
-    content: Any,
+    category: Any = None,
+    content: Any = None,
     gist: Any = None,
     salience: Any = None,
     core: Any = None,
@@ -53,20 +54,33 @@ def remember(
 ) -> dict[str, Any]:
     """Create a memory, or update `update_id` changing only the fields given (None = not given).
 
-    Everything is validated before anything is written.
+    Category, content and gist are required only when creating. Everything is validated
+    before anything is written.
     """
     now = now_or(now)
     if isinstance(update_id, str) and not update_id.strip():
         update_id = None  # models send "" for an argument they mean to leave out
+    creating = update_id is None
     warnings: list[str] = []
-    clean_category, warning = coerce_category(category)
-    if warning:
-        warnings.append(warning)
-    clean_content = require_text(content, field="content", limit=MAX_CONTENT)
-    fields: dict[str, Any] = {"category": clean_category, "content": clean_content}
+    fields: dict[str, Any] = {}
+    if category is not None:
+        fields["category"], warning = coerce_category(category)
+        if warning:
+            warnings.append(warning)
+    elif creating:
+        raise InvalidInput(
+            f"category is required when creating a memory: one of {', '.join(CATEGORY_VALUES)}."
+        )
+    if content is not None:
+        why = "" if creating else "Leave content out to keep the memory's content as it is."
+        fields["content"] = require_text(content, field="content", limit=MAX_CONTENT, why=why)
+    elif creating:
+        raise InvalidInput(
+            "content is required when creating a memory: the memory in full, as non-blank text."
+        )
     if gist is not None:
         fields["gist"] = require_text(trimmed(gist), field="gist", limit=MAX_GIST, why=GIST_WHY)
-    elif update_id is None:
+    elif creating:
         raise InvalidInput(f"gist is required when creating a memory. {GIST_WHY}")
     if salience is not None:
         fields["salience"], warning = coerce_salience(salience)
@@ -93,6 +107,11 @@ def remember(
         links = coerce_string_list(
             linked_memories, field="linked_memories", max_items=MAX_LINKS, max_length=100
         )
+    if not creating and not fields and links is None:
+        raise InvalidInput(
+            "Nothing to update: send update_id together with the fields to change "
+            "(only those change)."
+        )
 
     with transaction.atomic():
         if update_id is not None:
@@ -106,7 +125,7 @@ def remember(
             memory = Memory(id=uuid.uuid4(), owner=owner, created_at=now)
         if links is not None:
             fields["linked_memories"] = _own_links(owner, links, memory.pk, warnings)
-        if update_id is None:
+        if creating:
             return _create(memory, fields, warnings, now)
         return _update(memory, fields, warnings, source, now)
 

@@ -54,6 +54,9 @@ def test_both_eras_list_the_same_eight_tools_with_descriptions(eras):
     assert "start of every conversation" in descriptions["taproot_reflect"]
     assert "as soon as" in descriptions["taproot_remember"]
     assert "Write the gist now" in descriptions["taproot_remember"]
+    assert (
+        "category and content are required only when creating" in (descriptions["taproot_remember"])
+    )
     assert "end of a conversation" in descriptions["taproot_close"]
 
 
@@ -83,7 +86,8 @@ def test_schemas_advertise_enums_bounds_and_required_arguments(eras):
     for mcp in eras:
         schemas = {tool.name: tool.input_schema for tool in mcp.list_tools().tools}
         remember = schemas["taproot_remember"]
-        assert remember["required"] == ["category", "content"]
+        # Required only when creating: an update sends update_id and what changes.
+        assert "required" not in remember
         assert remember["properties"]["category"]["enum"] == [
             "identity",
             "relationship",

@@ -205,6 +205,19 @@ def test_remember_updates_only_the_fields_given(eras, make_memory):
         assert fresh.updated_at > memory.updated_at
 
 
+def test_remember_with_only_update_id_and_salience_changes_just_the_salience(eras, make_memory):
+    for mcp in eras:
+        memory = make_memory(**recent(category="identity", content="Kept.", salience="low"))
+        reply = mcp.reply("taproot_remember", {"update_id": str(memory.pk), "salience": "high"})
+        assert (reply["action"], reply["memory_id"]) == ("updated", str(memory.pk))
+        assert reply["category"] == "identity"
+        fresh = Memory.objects.get(pk=memory.pk)
+        assert (fresh.salience, fresh.category, fresh.content) == ("high", "identity", "Kept.")
+        assert fresh.gist == memory.gist and fresh.tags == memory.tags
+        (revision,) = fresh.revisions.all()
+        assert revision.changed_fields == ["salience"]
+
+
 def test_remember_warns_about_a_duplicate_and_still_writes(eras, make_memory):
     for mcp in eras:
         fresh_store()

@@ -7,6 +7,7 @@ import pytest
 from memories.errors import InvalidInput
 from memories.models import ChangeSource, Memory, Revision
 from memories.services import remember
+from memories.vocabulary import TRACKED_FIELDS
 from tests.conftest import NOW
 from tests.memories.conftest import memory_state
 
@@ -338,6 +339,63 @@ def test_update_changes_only_the_fields_given(user, make_memory):
     assert changed == {"content", "content_hash", "updated_at", "last_touched_at"}
     assert after["content"] == "New content"
     assert after["updated_at"] == LATER
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"salience": "high"},
+        {"category": "error"},
+        {"content": "Only the content."},
+        {"gist": "Only the gist"},
+        {"core": True},
+        {"tags": ["new"]},
+        {"epistemic_status": "observed"},
+    ],
+    ids=lambda fields: next(iter(fields)),
+)
+def test_an_update_needs_no_category_or_content_and_changes_only_what_it_is_given(
+    user, make_memory, fields
+):
+    memory = make_memory(category="identity", content="Old", gist="Old gist", tags=["keep"])
+    before = memory_state(memory)
+    reply = remember(owner=user, update_id=str(memory.pk), now=LATER, **fields)
+    assert (reply["action"], reply["memory_id"]) == ("updated", str(memory.pk))
+    after = memory_state(memory)
+    changed = {name for name in after if after[name] != before[name]}
+    bookkeeping = {"updated_at", "last_touched_at", "content_hash", "gist_hash"}
+    assert changed - bookkeeping == set(fields)
+    tracked = [name for name in fields if name in TRACKED_FIELDS]
+    revisions = Revision.objects.filter(memory=memory).values_list("changed_fields", flat=True)
+    assert list(revisions) == ([tracked] if tracked else [])
+
+
+def test_an_update_with_nothing_to_change_is_refused(user, make_memory, unchanged):
+    memory = make_memory()
+    before = memory_state(memory)
+    with unchanged(), pytest.raises(InvalidInput) as refused:
+        remember(owner=user, update_id=str(memory.pk), now=LATER)
+    assert "Nothing to update" in refused.value.message
+    assert memory_state(memory) == before
+
+
+@pytest.mark.parametrize("missing", ["category", "content"])
+def test_create_without_category_or_content_says_it_is_needed_when_creating(
+    user, unchanged, missing
+):
+    with unchanged(), pytest.raises(InvalidInput) as refused:
+        create(user, **{missing: None})
+    assert refused.value.message.startswith(f"{missing} is required when creating a memory")
+    assert "None" not in refused.value.message
+
+
+def test_an_update_with_blank_content_is_refused_saying_how_to_keep_it(
+    user, make_memory, unchanged
+):
+    memory = make_memory()
+    with unchanged(), pytest.raises(InvalidInput) as refused:
+        remember(owner=user, update_id=str(memory.pk), content="  ", now=LATER)
+    assert "leave content out" in refused.value.message.lower()
 
 
 def test_update_can_change_every_optional_field(user, make_memory):

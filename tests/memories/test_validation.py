@@ -1,3 +1,4 @@
+import re
 import uuid
 from typing import Any
 
@@ -195,3 +196,59 @@ def test_a_warning_quotes_at_most_about_80_characters_of_a_huge_value(check):
 def test_a_number_too_long_for_python_to_print_is_refused_cleanly(check):
     with pytest.raises(InvalidInput, match="about 5,001 digits"):
         check()
+
+
+# --- no message speaks Python -----------------------------------------------------------
+
+PYTHON_WORDS = re.compile(r"\b(None|True|False|NoneType|int|str|dict|float|bool|tuple)\b")
+ODD_VALUES = [None, True, False, 0, 2.5, "", " ", [], {}, [None], [True, 1.5], {"a": None}]
+
+
+def _calls(memory_id: str, other_id: str) -> list[tuple[Any, dict[str, Any], list[str]]]:
+    """Each tool's service, a call it accepts, and the arguments to vary."""
+    remember_args = [
+        "category",
+        "content",
+        "gist",
+        "salience",
+        "core",
+        "epistemic_status",
+        "provenance",
+        "tags",
+        "linked_memories",
+        "conversation_id",
+        "transcript_ref",
+        "conversation_url",
+        "search_keywords",
+        "update_id",
+    ]
+    compress = {"action": "compress", "ids": [memory_id, other_id], "content": "c", "gist": "g"}
+    return [
+        (services.remember, {"category": "episodic", "content": "c", "gist": "g"}, remember_args),
+        (services.remember, {"update_id": memory_id, "salience": "low"}, remember_args),
+        (services.recall, {}, ["query", "category", "ids", "tags", "since", "limit"]),
+        (services.promote, {"memory_id": memory_id, "core": True}, ["memory_id", "core"]),
+        (services.promote, {"memory_id": memory_id, "salience": "low"}, ["salience"]),
+        (services.forget, {"action": "archive", "memory_id": memory_id}, ["action", "reason"]),
+        (services.forget, compress, ["ids", "content", "gist", "category"]),
+        (
+            services.close,
+            {"reflection": "r"},
+            ["reflection", "conversation_title", "conversation_url"],
+        ),
+    ]
+
+
+@pytest.mark.django_db
+def test_no_refusal_speaks_python_whatever_a_tool_is_sent(make_memory):
+    user = make_memory().owner
+    refused = 0
+    for service, accepted, names in _calls(str(make_memory().pk), str(make_memory().pk)):
+        for name in names:
+            for value in ODD_VALUES:
+                try:
+                    service(owner=user, **{**accepted, name: value})
+                except InvalidInput as refusal:
+                    refused += 1
+                    assert not PYTHON_WORDS.search(refusal.message), (name, value, refusal.message)
+    assert refused > 200  # most of these values are wrong somewhere
