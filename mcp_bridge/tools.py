@@ -411,9 +411,10 @@ DEFINITIONS: list[ToolDefinition] = [
             "contain), by category, tags (all must match) or since. Filters combine; with "
             "a query only memories that match it are returned, best first. Reaches "
             "everything, including memories the catalog leaves out. Returns {status, "
-            "count, results} with every field of each memory and its activation_score. "
-            "Recalled memories count as used, which keeps them in the catalog; archived "
-            "ones never come back."
+            "count, results, warnings?} with every field of each memory and its "
+            "activation_score; ids that are malformed or name no live memory of yours are "
+            "skipped and named in warnings. Recalled memories count as used, which keeps "
+            "them in the catalog; archived ones never come back."
         ),
         annotations=_hints(read_only=False),
     ),

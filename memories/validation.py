@@ -278,7 +278,7 @@ def coerce_string_list(
     return result
 
 
-def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
+def _as_memory_id(value: Any) -> uuid.UUID | None:
     if isinstance(value, uuid.UUID):
         return value
     if isinstance(value, str):
@@ -286,9 +286,43 @@ def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
             return uuid.UUID(value.strip())
         except ValueError:
             pass
-    raise InvalidInput(
-        f"{field} must be a memory id, a UUID as shown in the catalog (got {shown(value)})."
-    )
+    return None
+
+
+def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
+    memory_id = _as_memory_id(value)
+    if memory_id is None:
+        raise InvalidInput(
+            f"{field} must be a memory id, a UUID as shown in the catalog (got {shown(value)})."
+        )
+    return memory_id
+
+
+def split_id_list(value: Any, *, field: str, max_items: int) -> tuple[list[uuid.UUID], list[Any]]:
+    """The distinct memory ids of a list argument, and its entries that are not memory ids.
+
+    For a caller that skips what names no memory instead of refusing the whole list; blank
+    and null entries are left out, and only the list itself, or its length, is refused.
+    """
+    try:
+        items = parse_list_argument(value)
+    except InvalidInput:
+        raise InvalidInput(f"{field} must be a list of memory ids (got {shown(value)}).") from None
+    ids: dict[uuid.UUID, None] = {}  # a dict: distinct, in the order given
+    malformed: list[Any] = []
+    for item in items:
+        if item is None or (isinstance(item, str) and not item.strip()):
+            continue
+        memory_id = _as_memory_id(item)
+        if memory_id is None:
+            if not (isinstance(item, str) and item in malformed):
+                malformed.append(item)
+        else:
+            ids[memory_id] = None
+        if len(ids) + len(malformed) > max_items:
+            count = len(items)
+            raise InvalidInput(f"{field} may hold at most {max_items} entries (got {count}).")
+    return list(ids), malformed
 
 
 def coerce_id_list(value: Any, *, field: str, max_items: int) -> list[uuid.UUID]:

@@ -27,11 +27,11 @@ from memories.validation import (
     MAX_RECALL_LIMIT,
     check_length,
     coerce_category,
-    coerce_id_list,
     coerce_int,
     coerce_since,
     coerce_string_list,
     shown,
+    split_id_list,
 )
 
 # Claude.ai cuts tool results near 150,000 characters; stop well before that.
@@ -74,8 +74,16 @@ def parse_filters(
             warnings.append(warning)
     clean_ids = None
     if ids is not None:
-        # An empty list (however encoded) asks for no particular ids: it does not filter.
-        clean_ids = coerce_id_list(ids, field="ids", max_items=MAX_RECALL_IDS) or None
+        clean_ids, malformed = split_id_list(ids, field="ids", max_items=MAX_RECALL_IDS)
+        if malformed:
+            # One bad entry must not cost the others: it is skipped, and named.
+            warnings.append(
+                "Skipped entries of ids that are not memory ids (a memory id is a UUID as "
+                "shown in the catalog): " + ", ".join(shown(item) for item in malformed) + "."
+            )
+        elif not clean_ids:
+            # An empty list (however encoded) asks for no particular ids: it does not filter.
+            clean_ids = None
     tag_list = coerce_string_list(
         tags, field="tags", max_items=MAX_LIST_ITEMS, max_length=MAX_ITEM_LENGTH
     )
@@ -113,6 +121,8 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
     The database scores and cuts (memories.scoring); what it returns is re-scored with
     the reference formula, so scores, order and ties are exactly SPEC §3's.
     """
+    if filters.ids == []:  # every id given was malformed: nothing can match
+        return Ranking([])
     profile = ranking_profile()
     config = activation_config()
     query = parse_query(filters.query, profile)
@@ -193,7 +203,31 @@ def recall(
         results = [r for r in results if uuid.UUID(r["id"]) in counts]
         for record in results:
             record["retrieval_count"] = counts[uuid.UUID(record["id"])]
-    return _reply(results, filters.warnings, truncated=truncated)
+    warnings = filters.warnings
+    if filters.ids and (missing := _missing(owner, filters.ids, results)):
+        warnings = [
+            *warnings,
+            "No live memory of yours has these ids (unknown, archived or deleted): "
+            + ", ".join(map(str, missing))
+            + ".",
+        ]
+    return _reply(results, warnings, truncated=truncated)
+
+
+def _missing(owner: User, ids: list[uuid.UUID], results: list[dict[str, Any]]) -> list[uuid.UUID]:
+    """The ids that name no live memory of the owner's. Those returned, or left out only by
+    the query, the limit or the reply's size, are not missing."""
+    returned = {uuid.UUID(record["id"]) for record in results}
+    unreturned = [i for i in ids if i not in returned]
+    if not unreturned:  # the usual recall by ids: no query needed
+        return []
+    live = set(
+        Memory.objects.for_owner(owner)
+        .live()
+        .filter(pk__in=unreturned)
+        .values_list("pk", flat=True)
+    )
+    return [i for i in unreturned if i not in live]
 
 
 def _strengthen(owner: User, ids: list[uuid.UUID], *, now: datetime) -> dict[uuid.UUID, int]:

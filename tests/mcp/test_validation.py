@@ -87,8 +87,8 @@ def test_recall_refusals(eras, ids):
             ({"limit": 2.5}, "from 1 to 50"),
             ({"limit": True}, "from 1 to 50"),
             ({"ids": [str(uuid.uuid4()) for _ in range(51)]}, "at most 50"),
-            ({"ids": ["nope"]}, "UUID"),
-            ({"ids": [ids["live"], 5]}, "only strings"),
+            ({"ids": 5}, "ids must be a list of memory ids"),
+            ({"ids": {"id": ids["live"]}}, "ids must be a list of memory ids"),
             ({"since": "yesterday"}, "ISO-8601"),
             ({"since": 20260101}, "ISO-8601"),
             ({"category": "nonsense"}, ALL_CATEGORIES),
@@ -98,9 +98,22 @@ def test_recall_refusals(eras, ids):
             ({"query": "x", "tags": ["\x00"]}, "NUL"),
             ({"query": "word " * 2_001}, "10,000"),
             ({"tags": [f"t{i}" for i in range(51)]}, "at most 50"),
-            ({"ids": '["not json'}, "UUID"),
         ],
     )
+
+
+def test_recall_skips_ids_it_cannot_use_and_names_them(eras, ids):
+    for mcp in eras:
+        sent = [ids["live"], "not-an-id", 5, ids["foreign"], ids["archived"]]
+        reply = mcp.reply("taproot_recall", {"ids": sent})
+        assert [record["id"] for record in reply["results"]] == [ids["live"]]
+        skipped, missing = reply["warnings"]
+        assert skipped.endswith(": 'not-an-id', 5.")
+        assert missing.endswith(f": {ids['foreign']}, {ids['archived']}.")
+        none_found = mcp.reply("taproot_recall", {"ids": [ids["unknown"], '["not json']})
+        assert none_found["count"] == 0
+        assert ids["unknown"] in none_found["warnings"][1]
+        assert "'[\"not json'" in none_found["warnings"][0]
 
 
 def test_promote_refusals(eras, ids):

@@ -206,6 +206,10 @@ def test_archived_unknown_and_foreign_ids_are_simply_absent(user, other_user, ma
     assert ids_of(reply) == [str(live.pk)]
     assert Memory.objects.get(pk=archived.pk).retrieval_count == 0
     assert Memory.objects.get(pk=foreign.pk).retrieval_count == 0
+    (warning,) = reply["warnings"]
+    assert warning.startswith("No live memory of yours has these ids")
+    assert f"{archived.pk}, {foreign.pk}, {unknown}" in warning
+    assert str(live.pk) not in warning
 
 
 def test_with_ids_the_default_limit_is_their_number(user, make_memory):
@@ -229,10 +233,55 @@ def test_at_most_50_ids_are_accepted(user, unchanged):
     assert "50" in refused.value.message
 
 
-def test_a_malformed_id_is_refused(user):
-    with pytest.raises(InvalidInput) as refused:
-        recall(owner=user, ids=["nope"], now=LATER)
-    assert "ids" in refused.value.message
+def test_malformed_entries_of_ids_are_skipped_with_a_warning_naming_them(user, make_memory):
+    good = make_memory()
+    entries = [str(good.pk), "not-an-id", 5, None, "", True, "x" * 500, "not-an-id"]
+    reply = recall(owner=user, ids=entries, now=LATER)
+    assert ids_of(reply) == [str(good.pk)]
+    (warning,) = reply["warnings"]
+    assert warning.startswith("Skipped entries of ids that are not memory ids")
+    assert "'not-an-id', 5, true, 'xxxxx" in warning
+    assert "(500 characters)" in warning
+    assert Memory.objects.get(pk=good.pk).retrieval_count == 1
+
+
+def test_a_recall_by_ids_that_finds_none_says_which_were_not_found(user, make_memory):
+    make_memory()  # not asked for: a recall by ids never falls back to the best memories
+    unknown = uuid.uuid4()
+    reply = recall(owner=user, ids=[str(unknown), "nope"], now=LATER)
+    assert reply["count"] == 0
+    assert reply["warnings"] == [
+        "Skipped entries of ids that are not memory ids (a memory id is a UUID as shown in "
+        "the catalog): 'nope'.",
+        f"No live memory of yours has these ids (unknown, archived or deleted): {unknown}.",
+    ]
+    only_malformed = recall(owner=user, ids=["nope"], now=LATER)
+    assert only_malformed["count"] == 0
+    assert len(only_malformed["warnings"]) == 1
+
+
+def test_ids_that_exist_but_miss_the_query_or_the_limit_are_not_called_missing(user, make_memory):
+    garden, fence = make_memory(gist="Garden"), make_memory(gist="Fence")
+    by_query = recall(owner=user, ids=[str(garden.pk), str(fence.pk)], query="garden", now=LATER)
+    assert ids_of(by_query) == [str(garden.pk)] and "warnings" not in by_query
+    by_limit = recall(owner=user, ids=[str(garden.pk), str(fence.pk)], limit=1, now=LATER)
+    assert by_limit["count"] == 1 and "warnings" not in by_limit
+
+
+def test_a_recall_by_ids_that_finds_them_all_costs_no_extra_query(user, make_memory):
+    ids = [str(make_memory().pk) for _ in range(3)]
+    recall(owner=user, ids=ids, now=LATER)  # warm up anything cached per process
+    with CaptureQueriesContext(connection) as found_all:
+        recall(owner=user, ids=ids, now=LATER)
+    with CaptureQueriesContext(connection) as one_missing:
+        recall(owner=user, ids=[*ids, str(uuid.uuid4())], now=LATER)
+    assert len(one_missing) == len(found_all) + 1
+
+
+def test_a_list_of_ids_that_is_not_a_list_is_still_refused(user, unchanged):
+    with unchanged(), pytest.raises(InvalidInput) as refused:
+        recall(owner=user, ids={"id": "x"}, now=LATER)
+    assert refused.value.message.startswith("ids must be a list of memory ids")
 
 
 def test_ids_with_a_query_return_only_the_given_ids_that_match(user, make_memory):
