@@ -290,6 +290,10 @@ def _as_memory_id(value: Any) -> uuid.UUID | None:
 
 
 def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
+    if value is None:
+        raise InvalidInput(
+            f"{field} is required: the id of one of your memories, a UUID as shown in the catalog."
+        )
     memory_id = _as_memory_id(value)
     if memory_id is None:
         raise InvalidInput(

@@ -85,6 +85,12 @@ def test_promote_refuses_an_unknown_id(user, unchanged):
         promote(owner=user, memory_id="8c1f5ee2-7d0a-4b7e-9a7e-0d51a0f0a001", core=True)
 
 
+def test_promote_without_a_memory_id_says_it_is_required(user, unchanged):
+    with unchanged(), pytest.raises(InvalidInput) as refused:
+        promote(owner=user, memory_id=None, core=True)
+    assert refused.value.message.startswith("memory_id is required: the id of one of your")
+
+
 def test_promoted_memory_moves_into_core(user, make_memory):
     memory = make_memory(category="identity", updated_at=NOW - timedelta(days=90))
     promote(owner=user, memory_id=memory.pk, core=True, now=LATER)
