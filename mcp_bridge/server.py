@@ -88,7 +88,23 @@ def build_server() -> MCPServer:
     server.prompt(name="taproot_reflect", title="Taproot memory", description=PROMPT_DESCRIPTION)(
         reflect_prompt
     )
+    _offer_no_resources(server)
     return server
+
+
+RESOURCE_METHODS = ("resources/list", "resources/templates/list", "resources/read")
+
+
+def _offer_no_resources(server: MCPServer) -> None:
+    """Taproot has no resources: with their handlers gone, the `resources` capability is
+    not advertised and the methods are answered "method not found".
+
+    The SDK registers these handlers on every server and advertises each capability
+    whose handler is registered, with no public way to leave one out.
+    """
+    handlers = server._lowlevel_server._request_handlers
+    for method in RESOURCE_METHODS:
+        handlers.pop(method, None)
 
 
 def transport_security() -> TransportSecuritySettings:

@@ -4,6 +4,8 @@ the server instructions and the reflect prompt, in both protocol eras."""
 import json
 
 import pytest
+from mcp.shared.exceptions import MCPError
+from mcp.types import METHOD_NOT_FOUND
 
 from tests.mcp.client import MODERN_VERSION
 
@@ -142,3 +144,15 @@ def test_the_reflect_payload_is_also_a_prompt(eras, portal):
         prompt = portal.call(mcp.client.get_prompt, "taproot_reflect")
         text = prompt.messages[0].content.text
         assert json.loads(text) == mcp.reply("taproot_reflect")
+
+
+def test_the_server_advertises_only_what_it_offers(eras, portal):
+    """Tools and the reflect prompt; no resources, since it has none to list or read."""
+    for mcp in eras:
+        capabilities = mcp.client.server_capabilities
+        assert capabilities.tools is not None, mcp.mode
+        assert capabilities.prompts is not None, mcp.mode
+        assert capabilities.resources is None, mcp.mode
+        with pytest.raises(MCPError) as refused:
+            portal.call(mcp.client.list_resources)
+        assert refused.value.error.code == METHOD_NOT_FOUND, mcp.mode
