@@ -48,8 +48,20 @@ class LiveServer:
     process: subprocess.Popen[bytes]
     log_path: Path
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+    def log(self, since: int = 0) -> str:
+        """What the server wrote; with `since` (a log_position()), only what came after."""
+        return self.log_path.read_bytes()[since:].decode(errors="replace")
+
+    def log_position(self) -> int:
+        return self.log_path.stat().st_size
+
+    def wait_for_log(self, text: str, *, since: int = 0, timeout: float = 5) -> str:
+        """The log after `since` once it holds `text` (the server logs a request after
+        answering it), or as it stands after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while text not in (log := self.log(since)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return log
 
 
 @contextmanager
