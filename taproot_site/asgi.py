@@ -5,17 +5,29 @@ A small dispatcher sits on top of Django. It answers the lifespan protocol itsel
 sends `/mcp` to the MCP SDK's Streamable HTTP app and everything else to Django.
 """
 
+import json
 import os
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from contextlib import AsyncExitStack
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 from django.core import signals
 from django.core.asgi import get_asgi_application
-from django.db import connections
+from django.db import DatabaseError, connection, connections
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from mcp_bridge.request_log import RequestRecord, current_record, logger
+from taproot_site.admission import (
+    BodyTooLarge,
+    ClientGone,
+    TokenSlots,
+    declared_length,
+    read_body,
+    replaying,
+)
+from taproot_site.busy import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taproot_site.settings")
 
@@ -33,6 +45,27 @@ NO_EVENT_STREAM = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Method Not Allowed: '
     b'this stateless endpoint offers no event stream; send requests with POST."}}'
 )
+
+
+# What nginx logs for a client that left before the answer: no response was sent.
+CLIENT_CLOSED_REQUEST = 499
+# The SDK's own answer to a body over its limit.
+BODY_TOO_LARGE = b"Request body too large"
+CLOSE = (b"connection", b"close")
+RETRY_AFTER = (b"retry-after", str(RETRY_AFTER_SECONDS).encode())
+
+
+def _jsonrpc_error(message: str) -> bytes:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}},
+        separators=(",", ":"),
+    ).encode()
+
+
+TOO_MANY_REQUESTS = _jsonrpc_error(
+    "Too many requests at once with this token: wait for one to finish, then try again."
+)
+DATABASE_BUSY = _jsonrpc_error(BUSY_MESSAGE)
 
 
 class StartupRefused(Exception):
@@ -56,6 +89,8 @@ class TaprootASGI:
 
         self.mcp_path = MCP_PATH
         self.mcp = build_endpoint()
+        self.body_timeout = settings.TAPROOT_MCP_BODY_TIMEOUT
+        self.token_slots = TokenSlots(settings.TAPROOT_MCP_REQUESTS_PER_TOKEN)
         self.running = False
         self._lifespan_stack = AsyncExitStack()
 
@@ -100,11 +135,12 @@ class TaprootASGI:
         await self._lifespan_stack.aclose()
 
     async def serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve one /mcp request the way Django serves its own.
+        """Serve one /mcp request without letting a slow or greedy client hold the database.
 
-        Like Django's ASGIHandler: a thread-sensitive context, so the request's sync
-        database work runs on one thread of its own, and the request_started /
-        request_finished signals, so that thread's connections are closed at the end.
+        In order: a slot among the requests its token may have in progress at once; the
+        whole body, within TAPROOT_MCP_BODY_TIMEOUT; only then anything that needs the
+        database (see serve_with_database). Each refusal is an answer of its own: 429,
+        408, 413, or none to a client that left (logged as 499).
         """
         record = RequestRecord(http_method=scope.get("method", "?"))
         token = current_record.set(record)
@@ -118,20 +154,27 @@ class TaprootASGI:
             if not self.running:
                 await _send_json(send_noting_status, 503, NOT_RUNNING)
                 return
-            if scope.get("method") == "GET" and _has_header(scope, b"authorization"):
+            authorization = _header(scope, b"authorization")
+            if scope.get("method") == "GET" and authorization is not None:
                 # The SDK would open an event stream that, without sessions, never carries
                 # a message and holds the request's thread and database connection for as
                 # long as the client keeps it open. The transport allows 405 instead, and
                 # clients then work with POST alone. Without a token the SDK answers: its
                 # 401 challenge is how a client finds the sign-in.
-                await _send_json(send_noting_status, 405, NO_EVENT_STREAM, allow=b"POST")
+                await _send_json(send_noting_status, 405, NO_EVENT_STREAM, [(b"allow", b"POST")])
                 return
-            async with ThreadSensitiveContext():
-                await signals.request_started.asend(sender=self.__class__, scope=scope)
-                try:
-                    await self.mcp.app(scope, receive, send_noting_status)
-                finally:
-                    await signals.request_finished.asend(sender=self.__class__)
+            with self.token_slots.hold(authorization) as admitted:
+                if not admitted:
+                    record.outcome = "too_many_requests"
+                    await _send_json(
+                        send_noting_status, 429, TOO_MANY_REQUESTS, [RETRY_AFTER, CLOSE]
+                    )
+                    return
+                body = await self.whole_body(scope, receive, send_noting_status, record)
+                if body is not None:
+                    await self.serve_with_database(
+                        scope, replaying(body, receive), send_noting_status, record
+                    )
         finally:
             user = scope.get("user")
             access_token = getattr(user, "access_token", None)
@@ -139,20 +182,92 @@ class TaprootASGI:
             current_record.reset(token)
             logger.info("%s", record.line())
 
+    async def whole_body(
+        self, scope: Scope, receive: Receive, send: Send, record: RequestRecord
+    ) -> bytes | None:
+        """The request body, or None once the request is answered (or its client gone)."""
+        size = declared_length(scope)
+        try:
+            if size is not None and size > DEFAULT_MAX_REQUEST_BODY_SIZE:
+                raise BodyTooLarge
+            return await read_body(
+                receive, timeout=self.body_timeout, limit=DEFAULT_MAX_REQUEST_BODY_SIZE
+            )
+        except ClientGone:
+            # Nothing to answer and nothing went wrong on this side.
+            record.status = CLIENT_CLOSED_REQUEST
+            record.outcome = "client_gone"
+        except TimeoutError:
+            record.outcome = "body_timeout"
+            message = (
+                f"The request body did not arrive within {self.body_timeout} seconds: "
+                "send the whole request at once and try again."
+            )
+            await _send_json(send, 408, _jsonrpc_error(message), [CLOSE])
+        except BodyTooLarge:
+            await _send(send, 413, BODY_TOO_LARGE, b"text/plain; charset=utf-8", [CLOSE])
+        return None
 
-def _has_header(scope: Scope, name: bytes) -> bool:
-    return any(key.lower() == name for key, _ in scope.get("headers", []))
+    async def serve_with_database(
+        self, scope: Scope, receive: Receive, send: Send, record: RequestRecord
+    ) -> None:
+        """The part of a request that may use the database, once its body is in: its
+        connection first, so a pool with none free is answered 503 here, then the SDK's
+        app (which checks the token and runs the call).
+
+        Run like Django's ASGIHandler runs a request: in a thread-sensitive context, so
+        the request's sync database work runs on one thread of its own, between the
+        request_started and request_finished signals, so that thread's connection goes
+        back at the end.
+        """
+        async with ThreadSensitiveContext():
+            await signals.request_started.asend(sender=self.__class__, scope=scope)
+            try:
+                if _header(scope, b"authorization") is not None:
+                    try:
+                        await sync_to_async(_borrow_connection, thread_sensitive=True)()
+                    except DatabaseError as error:
+                        if not is_pool_timeout(error):
+                            raise
+                        record.outcome = "database_busy"
+                        await _send_json(send, 503, DATABASE_BUSY, [RETRY_AFTER])
+                        return
+                await self.mcp.app(scope, receive, send)
+            finally:
+                await signals.request_finished.asend(sender=self.__class__)
 
 
-async def _send_json(send: Send, status: int, body: bytes, *, allow: bytes | None = None) -> None:
+def _borrow_connection() -> None:
+    """Take the request's database connection now, before anything else needs it, so
+    that waiting for a free one in the pool ends in an answer of our own (503) instead
+    of a failure inside the SDK's authentication."""
+    connection.ensure_connection()
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    return next((value for key, value in scope.get("headers", []) if key.lower() == name), None)
+
+
+async def _send(
+    send: Send,
+    status: int,
+    body: bytes,
+    content_type: bytes,
+    extra_headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
     headers = [
-        (b"content-type", b"application/json"),
+        (b"content-type", content_type),
         (b"content-length", str(len(body)).encode()),
+        *extra_headers,
     ]
-    if allow is not None:
-        headers.append((b"allow", allow))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _send_json(
+    send: Send, status: int, body: bytes, extra_headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    await _send(send, status, body, b"application/json", extra_headers)
 
 
 def build_application() -> TaprootASGI:

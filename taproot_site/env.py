@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+from psycopg_pool import ConnectionPool
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
@@ -69,19 +70,32 @@ SQLITE_OPTIONS = {
 
 # Connections each process keeps open to PostgreSQL (TAPROOT_DB_POOL_SIZE; 0: none).
 DEFAULT_POOL_SIZE = 10
+# Seconds a request waits for a pooled connection when all are lent out
+# (TAPROOT_DB_POOL_TIMEOUT); then it is answered 503 with Retry-After.
+DEFAULT_POOL_TIMEOUT = 5
 
 
-def postgres_pool(size: int) -> dict[str, int]:
-    # A connection idle for five minutes is closed; a request waits at most 30 seconds
-    # for one (all busy) before failing.
-    return {"min_size": 1, "max_size": size, "max_idle": 300, "timeout": 30}
+def postgres_pool(size: int, timeout: int = DEFAULT_POOL_TIMEOUT) -> dict[str, Any]:
+    # A connection idle for five minutes is closed. Each one is checked before it is
+    # lent, so a connection the server dropped (a restart, an idle timeout) is replaced
+    # instead of failing the request that borrows it.
+    return {
+        "min_size": 1,
+        "max_size": size,
+        "max_idle": 300,
+        "timeout": timeout,
+        "check": ConnectionPool.check_connection,
+    }
 
 
-def database_from_url(url: str, *, base_dir: Path, pool_size: int = 0) -> dict[str, Any]:
+def database_from_url(
+    url: str, *, base_dir: Path, pool_size: int = 0, pool_timeout: int = DEFAULT_POOL_TIMEOUT
+) -> dict[str, Any]:
     """Django DATABASES entry for `sqlite:///relative`, `sqlite:////absolute` or postgres URLs.
 
     For PostgreSQL, `pool_size` > 0 keeps up to that many connections open per process
-    (psycopg's pool), so a request borrows one instead of opening its own.
+    (psycopg's pool), so a request borrows one instead of opening its own, waiting at
+    most `pool_timeout` seconds when all are lent out.
     """
     if not url:
         return {
@@ -119,7 +133,7 @@ def database_from_url(url: str, *, base_dir: Path, pool_size: int = 0) -> dict[s
             "PORT": str(parts.port or ""),
             # Django's pool needs CONN_MAX_AGE 0: each request returns its connection.
             "CONN_MAX_AGE": 0,
-            "OPTIONS": {"pool": postgres_pool(pool_size)} if pool_size else {},
+            "OPTIONS": {"pool": postgres_pool(pool_size, pool_timeout)} if pool_size else {},
         }
     raise ImproperlyConfigured(
         f"DATABASE_URL scheme {parts.scheme!r} is not supported: use sqlite:///… or postgres://…"

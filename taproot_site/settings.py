@@ -8,6 +8,7 @@ from django.utils.csp import CSP
 
 from taproot_site.env import (
     DEFAULT_POOL_SIZE,
+    DEFAULT_POOL_TIMEOUT,
     database_from_url,
     env_bool,
     env_choice,
@@ -48,6 +49,11 @@ TAPROOT_REGISTRATION_LIMIT = env_int("TAPROOT_REGISTRATION_LIMIT", 20, minimum=1
 TAPROOT_REGISTRATION_WINDOW_SECONDS = env_int(
     "TAPROOT_REGISTRATION_WINDOW_SECONDS", 3600, minimum=1
 )
+# /mcp against clients that hold the server up: seconds a request body has to arrive
+# whole (then 408), and requests one token may have in progress at once in each worker
+# (more are answered 429). Neither holds a database connection while it waits.
+TAPROOT_MCP_BODY_TIMEOUT = env_int("TAPROOT_MCP_BODY_TIMEOUT", 10, minimum=1)
+TAPROOT_MCP_REQUESTS_PER_TOKEN = env_int("TAPROOT_MCP_REQUESTS_PER_TOKEN", 5, minimum=1)
 CATALOG_WINDOW_DAYS = env_int("CATALOG_WINDOW_DAYS", 45, minimum=0)
 REFLECT_MAX_TOKENS = env_int("REFLECT_MAX_TOKENS", 8000, minimum=500)
 
@@ -75,6 +81,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "taproot_site.busy.PoolTimeoutMiddleware",
     "taproot_site.oauth.requestlog.OAuthRequestLogMiddleware",
     "taproot_site.oauth.cors.LoopbackCorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -113,6 +120,7 @@ DATABASES = {
         env_str("DATABASE_URL"),
         base_dir=BASE_DIR,
         pool_size=env_int("TAPROOT_DB_POOL_SIZE", DEFAULT_POOL_SIZE),
+        pool_timeout=env_int("TAPROOT_DB_POOL_TIMEOUT", DEFAULT_POOL_TIMEOUT, minimum=1),
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -7,6 +7,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from taproot_site.busy import is_pool_timeout
+
 logger = logging.getLogger("taproot.health")
 
 
@@ -18,7 +20,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
             cursor.fetchone()
-    except DatabaseError:
+    except DatabaseError as error:
+        if is_pool_timeout(error):
+            raise  # reachable but busy: PoolTimeoutMiddleware answers 503 with Retry-After
         logger.exception("health check: database unreachable")
         return JsonResponse({"status": "error", "database": "unreachable"}, status=503)
     return JsonResponse({"status": "ok", "database": "ok"})

@@ -21,11 +21,11 @@ MODERN_VERSION = "2026-07-28"
 
 @asynccontextmanager
 async def mcp_client(
-    url: str, token: str | None, *, mode: str, **http_options: Any
+    url: str, token: str | None, *, mode: str, timeout: float = 30, **http_options: Any
 ) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # The transport does not close a client it is handed: close it here.
-    http = httpx2.AsyncClient(headers=headers, timeout=30, **http_options)
+    http = httpx2.AsyncClient(headers=headers, timeout=timeout, **http_options)
     try:
         async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
             yield client

@@ -36,7 +36,9 @@ print(json.dumps({
     "DATABASE": str(settings.DATABASES["default"]["NAME"]),
     "ENGINE": settings.DATABASES["default"]["ENGINE"],
     "POOL": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
-}))
+    "TAPROOT_MCP_BODY_TIMEOUT": settings.TAPROOT_MCP_BODY_TIMEOUT,
+    "TAPROOT_MCP_REQUESTS_PER_TOKEN": settings.TAPROOT_MCP_REQUESTS_PER_TOKEN,
+}, default=lambda value: f"{value.__module__}.{value.__qualname__}"))
 """
 
 
@@ -115,6 +117,23 @@ def test_postgresql_connections_are_pooled_unless_the_pool_size_is_zero():
     assert loaded({"TAPROOT_DB_POOL_SIZE": "4"})["POOL"] is None  # SQLite has no pool
 
 
+def test_the_pool_checks_each_connection_it_lends_and_waits_a_few_seconds_at_most():
+    url = {"DATABASE_URL": "postgres://taproot@db.internal/taproot"}
+    pool = loaded(url)["POOL"]
+    assert pool["check"] == "psycopg_pool.pool.ConnectionPool.check_connection"
+    assert pool["timeout"] == 5
+    assert loaded({**url, "TAPROOT_DB_POOL_TIMEOUT": "2"})["POOL"]["timeout"] == 2
+
+
+def test_the_mcp_guards_against_slow_and_greedy_clients_are_configurable():
+    defaults = loaded({})
+    assert defaults["TAPROOT_MCP_BODY_TIMEOUT"] == 10
+    assert defaults["TAPROOT_MCP_REQUESTS_PER_TOKEN"] == 5
+    values = loaded({"TAPROOT_MCP_BODY_TIMEOUT": "3", "TAPROOT_MCP_REQUESTS_PER_TOKEN": "2"})
+    assert values["TAPROOT_MCP_BODY_TIMEOUT"] == 3
+    assert values["TAPROOT_MCP_REQUESTS_PER_TOKEN"] == 2
+
+
 @pytest.mark.parametrize("secret", [None, "", "   "])
 def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
     env = {"DEBUG": "0"} if secret is None else {"DEBUG": "0", "SECRET_KEY": secret}
@@ -131,6 +150,12 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
         ({"CATALOG_WINDOW_DAYS": "a month"}, "CATALOG_WINDOW_DAYS must be a whole number"),
         ({"REFLECT_MAX_TOKENS": "-5"}, "REFLECT_MAX_TOKENS must be at least"),
         ({"TAPROOT_DB_POOL_SIZE": "ten"}, "TAPROOT_DB_POOL_SIZE must be a whole number"),
+        ({"TAPROOT_DB_POOL_TIMEOUT": "0"}, "TAPROOT_DB_POOL_TIMEOUT must be at least 1"),
+        ({"TAPROOT_MCP_BODY_TIMEOUT": "0"}, "TAPROOT_MCP_BODY_TIMEOUT must be at least 1"),
+        (
+            {"TAPROOT_MCP_REQUESTS_PER_TOKEN": "0"},
+            "TAPROOT_MCP_REQUESTS_PER_TOKEN must be at least",
+        ),
     ],
 )
 def test_malformed_values_refuse_to_start_naming_the_variable(env, says):

@@ -1,0 +1,310 @@
+"""One client cannot stall the others: /mcp reads a request's whole body, within a
+deadline, before anything touches the database; one token may have only so many requests
+in progress; a request that finds no free pooled connection is answered 503 with
+Retry-After, on /mcp and on Django's pages.
+
+Real uvicorn servers with short deadlines (set through the environment, as an operator
+would), and real slow clients: raw sockets that send a body a few bytes at a time.
+"""
+
+import json
+import re
+import select
+import socket
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+import pytest
+from django.db import connection, transaction
+from django.test import Client
+
+from tests.conftest import is_postgres
+from tests.live_server import LiveServer, run_server
+from tests.mcp.client import McpCaller, mcp_client
+from tests.mcp.test_auth import INITIALIZE
+from tests.mcp.test_endpoint import connection_states, post, settle
+from tests.mcp.tokens import make_access_token
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
+
+BODY = json.dumps(INITIALIZE).encode()
+BODY_TIMEOUT = 2
+# Sent 4 bytes every quarter second, BODY would take over ten seconds to arrive.
+assert len(BODY) / 4 * 0.25 > 5 * BODY_TIMEOUT
+GUARDED = {
+    "TAPROOT_MCP_BODY_TIMEOUT": str(BODY_TIMEOUT),
+    "TAPROOT_MCP_REQUESTS_PER_TOKEN": "2",
+    "TAPROOT_DB_POOL_SIZE": "2",
+    "TAPROOT_DB_POOL_TIMEOUT": "1",
+}
+LOG_LINE = r"\S+ \S+ INFO taproot\.mcp "
+
+
+@pytest.fixture(scope="module")
+def guarded(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: Any
+) -> Iterator[LiveServer]:
+    with (
+        django_db_blocker.unblock(),
+        run_server(tmp_dir=tmp_path_factory.mktemp("guarded"), env=GUARDED) as server,
+    ):
+        yield server
+
+
+def mcp_token(server: LiveServer, user: Any) -> str:
+    return make_access_token(user, resource=f"{server.url}/mcp")
+
+
+def request_head(server: LiveServer, token: str) -> bytes:
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: {urlsplit(server.url).netloc}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(BODY)}\r\n\r\n"
+    ).encode()
+
+
+def open_socket(server: LiveServer) -> socket.socket:
+    address = urlsplit(server.url)
+    return socket.create_connection((address.hostname, address.port), timeout=30)
+
+
+def slow_post(server: LiveServer, token: str) -> str:
+    """POST an initialize request to /mcp with its body sent 4 bytes every quarter second,
+    until all of it is sent or the server answers; the server's answer ("" for none)."""
+    with open_socket(server) as sock:
+        sock.sendall(request_head(server, token))
+        for start in range(0, len(BODY), 4):
+            answered, _, _ = select.select([sock], [], [], 0.25)
+            if answered:
+                break
+            try:
+                sock.sendall(BODY[start : start + 4])
+            except OSError:  # the server answered and closed in between
+                break
+        return read_answer(sock)
+
+
+def read_answer(sock: socket.socket) -> str:
+    received = b""
+    while b"\r\n\r\n" not in received:
+        data = sock.recv(4096)
+        if not data:
+            return received.decode()
+        received += data
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length: *(\d+)", head)
+    while length and len(body) < int(length.group(1)):
+        data = sock.recv(4096)
+        if not data:
+            break
+        body += data
+    return (head + b"\r\n\r\n" + body).decode()
+
+
+def status_of(answer: str) -> int | None:
+    return int(answer.split(" ", 2)[1]) if answer else None
+
+
+def eventually(check: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_body_that_does_not_arrive_in_time_is_answered_408_before_the_token_is_checked(
+    guarded, user
+):
+    start = guarded.log_position()
+    began = time.monotonic()
+    answer = slow_post(guarded, mcp_token(guarded, user))
+    assert status_of(answer) == 408, answer
+    assert BODY_TIMEOUT <= time.monotonic() - began < BODY_TIMEOUT + 2
+    assert "connection: close" in answer.lower()
+    message = json.loads(answer.partition("\r\n\r\n")[2])["error"]["message"]
+    assert message == (
+        f"The request body did not arrive within {BODY_TIMEOUT} seconds: "
+        "send the whole request at once and try again."
+    )
+    log = guarded.wait_for_log("status=408", since=start)
+    # user=-: the token was never looked up, so no database connection was taken.
+    expected = LOG_LINE + r"POST - user=- status=408 outcome=body_timeout \d+\.\dms\n"
+    assert re.fullmatch(expected, log), log
+
+
+def test_a_token_with_too_many_requests_in_progress_is_answered_429(guarded, user, other_user):
+    token = mcp_token(guarded, user)
+    url = f"{guarded.url}/mcp"
+    with ThreadPoolExecutor(2) as pool:
+        slow = [pool.submit(slow_post, guarded, token) for _ in range(2)]
+        refusals: list[httpx2.Response] = []
+
+        def refused() -> bool:
+            refusals.append(post(url, token))
+            return refusals[-1].status_code == 429
+
+        # As soon as both slow requests are in (their headers go out at once).
+        assert eventually(refused, timeout=BODY_TIMEOUT / 2), refusals[-1]
+        refusal = refusals[-1]
+        assert refusal.headers["retry-after"] == "5"
+        assert refusal.json()["error"]["message"] == (
+            "Too many requests at once with this token: wait for one to finish, then try again."
+        )
+        # The cap is per token: the same user's other token and another user are served.
+        assert post(url, mcp_token(guarded, user)).status_code == 200
+        assert post(url, mcp_token(guarded, other_user)).status_code == 200
+        assert not any(request.done() for request in slow)
+        assert [status_of(request.result()) for request in slow] == [408, 408]
+    # The slots came free with the answers.
+    assert post(url, token).status_code == 200
+
+
+def test_a_body_over_the_limit_is_refused_at_once_and_unread(guarded, user):
+    head = request_head(guarded, mcp_token(guarded, user))
+    oversized = head.replace(f"Content-Length: {len(BODY)}".encode(), b"Content-Length: 5000000")
+    with open_socket(guarded) as sock:
+        sock.sendall(oversized)
+        answer = read_answer(sock)
+    assert status_of(answer) == 413, answer
+    assert answer.endswith("\r\n\r\nRequest body too large")  # the SDK's own answer
+
+
+def test_a_client_that_leaves_mid_body_is_logged_once_as_499(guarded, user):
+    start = guarded.log_position()
+    with open_socket(guarded) as sock:
+        sock.sendall(request_head(guarded, mcp_token(guarded, user)) + BODY[:20])
+        time.sleep(0.2)  # the server is reading the body by now
+    guarded.wait_for_log("status=", since=start)
+    time.sleep(0.3)  # anything the server would write after its request line
+    log = guarded.log(since=start)
+    expected = LOG_LINE + r"POST - user=- status=499 outcome=client_gone \d+\.\dms\n"
+    assert re.fullmatch(expected, log), log
+
+
+def test_another_users_calls_keep_succeeding_while_one_token_holds_30_slow_bodies(
+    tmp_path, portal, user, other_user
+):
+    """The load test. On SQLite, which has no pool to drain, it shows the same guarantee
+    (the other user is served and the slow bodies end in 408), but the starvation it
+    guards against happens only with PostgreSQL's pool."""
+    # A cap high enough that the token really holds 30 requests open: the test is that
+    # waiting bodies take no database connection, whatever the cap.
+    env = {**GUARDED, "TAPROOT_MCP_REQUESTS_PER_TOKEN": "30", "TAPROOT_MCP_BODY_TIMEOUT": "4"}
+    with run_server(tmp_dir=tmp_path, env=env) as server:
+        mallory = mcp_token(server, other_user)
+        alice = mcp_token(server, user)
+        with ThreadPoolExecutor(30) as pool:
+            slow = [pool.submit(slow_post, server, mallory) for _ in range(30)]
+            time.sleep(0.5)  # all 30 are in, trickling their bodies
+            session = mcp_client(f"{server.url}/mcp", alice, mode="legacy", timeout=2)
+            with portal.wrap_async_context_manager(session) as client:
+                mcp = McpCaller(portal=portal, client=client)
+                for i in range(3):
+                    gist = f"Lighthouse keeper note {i}"
+                    mcp.reply(
+                        "taproot_remember",
+                        {"category": "episodic", "content": f"{gist}.", "gist": gist},
+                    )
+                found = mcp.reply("taproot_recall", {"query": "lighthouse keeper"})
+                assert len(found["results"]) == 3
+                assert mcp.reply("taproot_status")["live_memories"] == 3
+            for _ in range(3):
+                assert httpx2.get(f"{server.url}/healthz", timeout=2).status_code == 200
+            # Alice was served while all 30 were still open.
+            assert not any(request.done() for request in slow)
+            answers = [request.result() for request in slow]
+        assert [status_of(answer) for answer in answers] == [408] * 30
+        assert "Traceback" not in server.log()
+
+
+# --- The pool itself (PostgreSQL only) ---------------------------------------------------
+
+POOL_OF_ONE_NAME = "taproot-test-pool-of-one"  # tells this server's connections apart
+POOL_OF_ONE = {
+    "TAPROOT_DB_POOL_SIZE": "1",
+    "TAPROOT_DB_POOL_TIMEOUT": "1",
+    "PGAPPNAME": POOL_OF_ONE_NAME,
+}
+
+
+def postgres_only() -> None:
+    if not is_postgres():
+        pytest.skip(
+            "the connection pool exists only on PostgreSQL (DATABASE_URL=postgres://…); "
+            "CI runs this in its PostgreSQL pass"
+        )
+
+
+def someone_waits_on_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.postgres
+def test_a_request_that_finds_no_free_connection_is_answered_503_with_retry_after(
+    tmp_path, user, other_user
+):
+    postgres_only()
+    with run_server(tmp_dir=tmp_path, env=POOL_OF_ONE) as server:
+        url = f"{server.url}/mcp"
+        alice, bob = mcp_token(server, user), mcp_token(server, other_user)
+        browser = Client()
+        browser.force_login(user)
+        cookies = {"sessionid": browser.cookies["sessionid"].value}
+        start = server.log_position()
+        with ThreadPoolExecutor(1) as pool:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "LOCK TABLE oauth2_provider_accesstoken IN ACCESS EXCLUSIVE MODE"
+                    )
+                # Alice's call takes the server's only connection and waits on the lock.
+                held = pool.submit(post, url, alice)
+                assert eventually(someone_waits_on_a_lock, timeout=5)
+                busy = [
+                    post(url, bob),
+                    httpx2.get(f"{server.url}/healthz", timeout=10),
+                    httpx2.get(f"{server.url}/dashboard/", cookies=cookies, timeout=10),
+                ]
+            # The lock is gone with the transaction: Alice's call completes.
+            assert held.result().status_code == 200
+        for response in busy:
+            assert response.status_code == 503, (response.url, response.text)
+            assert response.headers["retry-after"] == "5", response.url
+        message = "Taproot is busy: every database connection is in use. Try again in 5 seconds."
+        assert busy[0].json()["error"]["message"] == message
+        assert busy[1].text == busy[2].text == message
+        log = server.log(since=start)
+        assert re.search(r"POST - user=- status=503 outcome=database_busy \d", log), log
+        assert "Traceback" not in log
+        # Once the connection is back, everyone is served again.
+        assert post(url, bob).status_code == 200
+        assert httpx2.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_the_database_dropped_is_replaced_before_it_is_lent(tmp_path, user):
+    postgres_only()
+    with run_server(tmp_dir=tmp_path, env=POOL_OF_ONE) as server:
+        url = f"{server.url}/mcp"
+        token = mcp_token(server, user)
+        assert post(url, token).status_code == 200
+        states = settle(lambda: connection_states(POOL_OF_ONE_NAME), lambda s: s == ["idle"])
+        assert states == ["idle"]
+        # As a database restart or an idle timeout on the way would.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = %s",
+                [POOL_OF_ONE_NAME],
+            )
+        assert post(url, token).status_code == 200
+        assert httpx2.get(f"{server.url}/healthz", timeout=10).status_code == 200
+        assert "Traceback" not in server.log()
