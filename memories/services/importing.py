@@ -28,7 +28,12 @@ from memories.services._bulk import (
 )
 from memories.services._common import last_touch_of, now_or
 from memories.services.exporting import CLOSING_PREFIX, EXPORT_FORMAT, MEMORY_PREFIX
-from memories.services.normalise import normalise, normalise_list, normalise_stored
+from memories.services.normalise import (
+    LIST_FIELDS,
+    normalise,
+    normalise_list,
+    normalise_stored,
+)
 from memories.services.snapshots import take_snapshot
 from memories.timeutil import parse_timestamp
 from memories.validation import coerce_bool, shown, unstorable
@@ -41,6 +46,10 @@ SHAPES = (
     "an export envelope (an object with an 'entries' list of {key, value, metadata}) or a "
     "JSON array of memory records"
 )
+# Far deeper than any record Taproot or the original writes (a few levels), and shallow
+# enough that copying, checking and storing a record never meets Python's recursion limit.
+MAX_NESTING = 100
+TOO_DEEP = f"nests lists or objects more than {MAX_NESTING} levels deep"
 
 
 class BadFile(InvalidInput):
@@ -78,6 +87,8 @@ def read_file(data: Any, *, owner_id: int, now: datetime) -> Incoming:
     if isinstance(data, bytes | str):
         try:
             data = json.loads(data)
+        except RecursionError:
+            raise BadFile(f"it {TOO_DEEP}") from None
         except (ValueError, UnicodeDecodeError) as error:
             raise BadFile(f"it is not JSON ({error})") from None
     incoming = Incoming()
@@ -132,6 +143,8 @@ def _entry_value(entry: dict[str, Any], label: str) -> dict[str, Any]:
         # Cloudflare KV hands values back as text unless asked for JSON.
         try:
             value = json.loads(value)
+        except RecursionError:
+            raise BadFile(f"{label} {TOO_DEEP}") from None
         except ValueError:
             value = None
     if not isinstance(value, dict):
@@ -194,7 +207,8 @@ def _memory(
 ) -> Memory:
     """An unsaved memory holding the record's values as given (normalised later)."""
     pk = _id(value, key_id, label)
-    _refuse_unstorable(value, label)
+    _refuse_unreadable(value, label)
+    _refuse_deep_list_text(value, label)
     content = value.get("content")
     if not isinstance(content, str) or not content.strip():
         raise BadFile(f"{label} has no content (it must be non-blank text)")
@@ -246,7 +260,7 @@ def _closing(
     value: dict[str, Any], key_id: str | None, label: str, owner_id: int, now: datetime
 ) -> Closing:
     pk = _id(value, key_id, label)
-    _refuse_unstorable(value, label)
+    _refuse_unreadable(value, label)
     reflection = value.get("reflection")
     if not isinstance(reflection, str) or not reflection.strip():
         raise BadFile(f"{label} has no reflection (it must be non-blank text)")
@@ -258,6 +272,42 @@ def _closing(
         conversation_url=_text(value.get("conversation_url")),
         created_at=_timestamp(value, "created_at", label) or now,
     )
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether lists and objects nest more than MAX_NESTING levels (found without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth == MAX_NESTING:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _refuse_unreadable(value: Any, label: str) -> None:
+    if _too_deep(value):
+        raise BadFile(f"{label} {TOO_DEEP}")
+    _refuse_unstorable(value, label)
+
+
+def _refuse_deep_list_text(value: dict[str, Any], label: str) -> None:
+    """A list field given as JSON text is parsed later (normalise_list); refuse it now if
+    that text nests too deeply, rather than store it as one odd tag."""
+    for name in LIST_FIELDS:
+        text = value.get(name)
+        if not isinstance(text, str) or not text.lstrip().startswith("["):
+            continue
+        try:
+            too_deep = _too_deep(json.loads(text))
+        except RecursionError:
+            too_deep = True
+        except ValueError:
+            continue  # not JSON: kept as one item, like any other text
+        if too_deep:
+            raise BadFile(f"{label} has {name} that {TOO_DEEP}")
 
 
 def _refuse_unstorable(value: Any, label: str) -> None:

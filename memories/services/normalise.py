@@ -114,7 +114,7 @@ def normalise_list(value: Any) -> list[str]:
         if text.startswith("["):
             try:
                 parsed = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: arrays nested too deep
                 parsed = None
             if isinstance(parsed, list):
                 items = parsed

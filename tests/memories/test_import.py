@@ -388,3 +388,61 @@ def test_a_new_record_links_to_the_earlier_copy_of_a_reminted_one(user, other_us
     copy_of_b = Memory.objects.get(owner=other_user, content=Memory.objects.get(pk=B).content)
     assert copy_of_b.linked_memories == [str(copy_of_a.pk)]
     assert Memory.objects.filter(owner=other_user).count() == 7
+
+
+def nested(depth, inner="[]"):
+    """JSON text of lists nested `depth` levels deep."""
+    return "[" * (depth - 1) + inner + "]" * (depth - 1)
+
+
+WITH_ID = {**GOOD, "id": str(A)}
+DEEP_FILES = {
+    "a file nested 100,000 levels deep": nested(100_000),
+    "tags as JSON text nested 100,000 levels deep": json.dumps(
+        [{**WITH_ID, "tags": nested(100_000)}]
+    ),
+    "tags as JSON text nested 2,000 levels deep": json.dumps([{**WITH_ID, "tags": nested(2000)}]),
+    "tags nested 2,000 levels deep": f'[{json.dumps(WITH_ID)[:-1]}, "tags": {nested(2000)}}}]',
+    "a source object nested 2,000 levels deep": json.dumps(
+        [{**WITH_ID, "source": {"conversation_id": "DEEP"}}]
+    ).replace('"DEEP"', nested(2000)),
+    "a value as JSON text nested 100,000 levels deep": json.dumps(
+        {"entries": [{"key": f"mem:{A}", "value": nested(100_000)}]}
+    ),
+    "a closing nested 2,000 levels deep": json.dumps(
+        {"entries": [{"key": f"close:{A}", "value": {"reflection": "x", "extra": "DEEP"}}]}
+    ).replace('"DEEP"', nested(2000)),
+}
+
+
+@pytest.mark.parametrize("case", list(DEEP_FILES))
+def test_a_file_nested_too_deeply_is_refused_whole_and_changes_nothing(user, make_memory, case):
+    make_memory()
+    state = table_state()
+
+    with pytest.raises(InvalidInput) as refused:
+        import_store(owner=user, data=DEEP_FILES[case], now=NOW)
+
+    assert "more than 100 levels deep" in refused.value.message
+    assert "Nothing was changed" in refused.value.message
+    assert table_state() == state
+
+
+def test_a_record_nested_to_the_limit_is_imported(user):
+    record = {**WITH_ID, "tags": nested(98, '["kept"]'), "provenance": {"a": "b"}}
+
+    import_store(owner=user, data=json.dumps([record]), now=NOW)
+
+    assert Memory.objects.get(pk=A).tags == []  # only strings at the top level are tags
+
+
+def test_import_taproot_refuses_a_deeply_nested_file_with_a_message(user, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    deep = tmp_path / "deep.json"
+    deep.write_text(nested(100_000))
+
+    with pytest.raises(CommandError, match="more than 100 levels deep"):
+        call_command("import_taproot", str(deep), "--user", user.username)
+
+    assert not Memory.objects.exists()

@@ -380,3 +380,12 @@ def test_migrate_runs_a_fixed_number_of_queries_whatever_the_store_size(user, ma
     many = _count_queries(user, make_memory, 60)
 
     assert many == few
+
+
+def test_a_stored_list_field_of_json_text_nested_too_deeply_is_kept_as_one_item(make_memory, user):
+    deep = "[" * 100_000 + "]" * 100_000
+    memory = make_memory(tags=deep)
+
+    migrate(owner=user, now=LATER)
+
+    assert Memory.objects.get(pk=memory.pk).tags == [deep]
