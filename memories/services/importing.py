@@ -4,7 +4,7 @@ JSON array of memory records (SPEC §7).
 The whole file is read and checked before anything is written: one bad record refuses
 the file and changes nothing. Then, in one transaction: a snapshot of the whole store,
 the new records (normalised by the same function migrate uses), and the normalisation
-of the records already there.
+of the records already there. Imports into one account run one at a time.
 """
 
 import copy
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
 
 from memories.bulkwrite import WRITE_BATCH
 from memories.errors import InvalidInput
@@ -73,8 +74,28 @@ def import_store(*, owner: User, data: Any, now: datetime | None = None) -> dict
     """Import `data` (the file's text or bytes, or its parsed JSON) into owner's store."""
     now = now_or(now)
     incoming = read_file(data, owner_id=owner.pk, now=now)
+    try:
+        return _import(incoming, owner_id=owner.pk, now=now)
+    except IntegrityError:
+        pass
+    # An import into another account wrote some of the same ids after this one looked.
+    # Once more from the file (the first try changed its rows in place), now that they
+    # are there: those records get new ids.
+    try:
+        return _import(read_file(data, owner_id=owner.pk, now=now), owner_id=owner.pk, now=now)
+    except IntegrityError:
+        raise InvalidInput(
+            "The file was not imported: another import was writing records with the same "
+            "ids at the same moment. Nothing was changed; import it again."
+        ) from None
+
+
+def _import(incoming: Incoming, *, owner_id: int, now: datetime) -> dict[str, Any]:
     with transaction.atomic():
-        summary = _load(incoming, owner_id=owner.pk, now=now)
+        # One import per account at a time: a second one waits here, then finds the
+        # first one's records present and skips them.
+        get_user_model().objects.select_for_update().filter(pk=owner_id).exists()
+        summary = _load(incoming, owner_id=owner_id, now=now)
         # A whole store arrives at once: let the planner see it before autovacuum would.
         transaction.on_commit(refresh_planner_statistics)
     return summary

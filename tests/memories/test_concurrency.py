@@ -1,13 +1,14 @@
 """Simultaneous requests on real connections (threads): nothing fails, nothing is lost."""
 
 import threading
+import time
 
 import pytest
 from django.db import connection
 
 from memories.models import Memory
 from memories.services import promote, recall, remember
-from tests.conftest import NOW
+from tests.conftest import NOW, is_postgres
 
 WORKERS = 12
 
@@ -69,3 +70,104 @@ def test_simultaneous_writes_and_recalls_all_succeed(user, make_memory):
     assert shared.revisions.count() >= WORKERS  # every content edit kept its revision
     found = recall(owner=user, query="garden", limit=50)
     assert found["count"] == WORKERS + 1
+
+
+def _import_twice_at_once(usernames: tuple[str, str]) -> tuple[list[str], list[BaseException]]:
+    """Run two `import_taproot` of the original backup at once on PostgreSQL, both past
+    their reads before either writes: a third connection holds the snapshot table (which
+    import writes first) until both are waiting, then lets them go."""
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.db import transaction
+
+    from tests.memories.test_import import FIXTURE
+
+    locked, release = threading.Event(), threading.Event()
+    outputs: list[str] = []
+    errors: list[BaseException] = []
+
+    def hold_snapshot_table() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("LOCK TABLE memories_snapshot IN EXCLUSIVE MODE")
+                locked.set()
+                release.wait(timeout=60)
+        finally:
+            connection.close()
+
+    def run_import(username: str) -> None:
+        try:
+            out = StringIO()
+            call_command("import_taproot", str(FIXTURE), "--user", username, stdout=out)
+            outputs.append(out.getvalue())
+        except BaseException as error:  # reported below, in the main thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_snapshot_table)
+    holder.start()
+    assert locked.wait(timeout=30)
+    importers = [threading.Thread(target=run_import, args=(name,)) for name in usernames]
+    for thread in importers:
+        thread.start()
+    try:
+        waiting = 0
+        for _ in range(300):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                waiting = cursor.fetchone()[0]
+            if waiting == 2:
+                break
+            time.sleep(0.05)
+        assert waiting == 2, "both imports should be waiting"
+    finally:
+        release.set()
+        holder.join(timeout=60)
+        for thread in importers:
+            thread.join(timeout=60)
+    return outputs, errors
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_imports_of_one_file_into_one_account_at_once_both_succeed(user):
+    if not is_postgres():
+        pytest.skip(
+            "needs PostgreSQL (DATABASE_URL=postgres://…): SQLite runs one writer at a time"
+        )
+
+    outputs, errors = _import_twice_at_once(("alice", "alice"))
+
+    assert errors == []
+    assert sorted(out.splitlines()[0] for out in outputs) == [
+        "Imported 7 memories and 1 closing. The store as it was before is kept in a snapshot.",
+        "Nothing new: all 8 records are already in your store, so nothing changed and no "
+        "snapshot was written.",
+    ]
+    assert Memory.objects.filter(owner=user).count() == 7
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_imports_of_one_file_into_two_accounts_at_once_both_succeed(user, other_user):
+    if not is_postgres():
+        pytest.skip(
+            "needs PostgreSQL (DATABASE_URL=postgres://…): SQLite runs one writer at a time"
+        )
+
+    outputs, errors = _import_twice_at_once(("alice", "bob"))
+
+    assert errors == []
+    assert [out.splitlines()[0].startswith("Imported 7 memories") for out in outputs] == [True] * 2
+    # The one that met the other's ids tried again from the file: it gave them new ids and
+    # normalised just as much.
+    summaries = sorted(out.splitlines()[1] for out in outputs)
+    assert [line.split(", normalised")[0] for line in summaries] == [
+        "memories imported: 7, skipped: 0, given new ids: 0",
+        "memories imported: 7, skipped: 0, given new ids: 8",  # the closing too
+    ]
+    assert len({line.split(", normalised")[1] for line in summaries}) == 1
+    assert Memory.objects.filter(owner=user).count() == 7
+    assert Memory.objects.filter(owner=other_user).count() == 7
