@@ -389,3 +389,160 @@ def test_a_stored_list_field_of_json_text_nested_too_deeply_is_kept_as_one_item(
     migrate(owner=user, now=LATER)
 
     assert Memory.objects.get(pk=memory.pk).tags == [deep]
+
+
+# A store with nothing to repair: migrate only reads, and not the content.
+
+
+def test_may_need_normalising_flags_every_memory_normalise_would_change(make_memory):
+    from memories.services.normalise import may_need_normalising
+
+    drifted = [
+        {"category": "event"},
+        {"category": " identity"},
+        {"salience": "3"},
+        {"epistemic_status": "Observed"},
+        {"replication_count": -1},
+        {"compression_level": -2},
+        {"tags": "solo"},
+        {"search_keywords": ["ok", 3]},
+        {"linked_memories": '["x"]'},
+        {"gist": ""},
+        {"gist": "   "},
+        {"gist_hash": "stale"},
+        {"content_hash": ""},
+        {"last_touched_at": NOW - timedelta(days=3)},
+    ]
+    for overrides in [{}, *drifted]:
+        memory = make_memory(**overrides)
+        if "gist_hash" in overrides or "content_hash" in overrides:
+            Memory.objects.filter(pk=memory.pk).update(**overrides)
+        read = Memory.objects.defer("content").get(pk=memory.pk)
+        whole = Memory.objects.get(pk=memory.pk)
+
+        with CaptureQueriesContext(connection) as queries:
+            flagged = may_need_normalising(read)
+
+        assert len(queries) == 0, "it must not load the deferred content"
+        assert flagged == bool(normalise(whole)) == bool(overrides), overrides
+
+
+CONTENT_COLUMN = '"memories_memory"."content"'
+
+
+def test_migrate_with_nothing_to_change_reads_no_content_and_opens_no_transaction(
+    make_memory, user
+):
+    for n in range(5):
+        make_memory(content=f"Memory {n}. Already clean.", tags=[f"t{n}"])
+
+    with CaptureQueriesContext(connection) as queries:
+        reply = migrate(owner=user, now=LATER)
+
+    assert (reply["migrated"], reply["total"]) == (0, 5)
+    sql = [q["sql"] for q in queries]
+    assert not [s for s in sql if CONTENT_COLUMN in s]
+    assert all(s.lstrip().upper().startswith("SELECT") for s in sql), sql
+
+
+def test_migrate_loads_the_content_of_drifted_memories_only(make_memory, user):
+    for n in range(5):
+        make_memory(content=f"Clean memory {n}.")
+    drifted = make_memory(category="event", content="The drifted one.")
+
+    with CaptureQueriesContext(connection) as queries:
+        reply = migrate(owner=user, now=LATER)
+
+    assert reply["migrated"] == 1
+    [read] = [q["sql"] for q in queries if CONTENT_COLUMN in q["sql"] and "SELECT" in q["sql"]]
+    assert drifted.pk.hex in read or str(drifted.pk) in read
+
+
+def _bulk_store(user, n, *, content_size):
+    """n clean memories with large content, written in bulk (migrate reads no index)."""
+    from memories.indexing import refresh_hashes
+
+    rows = []
+    for i in range(n):
+        memory = Memory(
+            owner=user,
+            category="episodic",
+            content=f"Memory {i}. " + "word " * (content_size // 5),
+            gist=f"Memory {i}",
+            created_at=NOW,
+            updated_at=NOW,
+            last_touched_at=NOW,
+        )
+        refresh_hashes(memory)
+        rows.append(memory)
+    Memory.objects.bulk_create(rows, batch_size=200)
+
+
+def _peak_while(work):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("drift", [False, True], ids=["nothing to change", "one drifted memory"])
+def test_migrate_memory_does_not_grow_with_the_content_of_the_store(make_memory, user, drift):
+    _bulk_store(user, 300, content_size=20_000)  # 6 MB of content
+    if drift:
+        make_memory(category="event")
+    content_bytes = 300 * 20_000
+
+    peak = _peak_while(lambda: migrate(owner=user, now=LATER))
+
+    assert peak < content_bytes / 6, f"peak {peak:,} bytes for {content_bytes:,} of content"
+    assert Memory.objects.exclude(category="episodic").count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrate_with_nothing_to_change_runs_while_another_connection_writes(make_memory, user):
+    """It takes no lock: SQLite's write lock and PostgreSQL's row locks stay free."""
+    import threading
+
+    from django.db import transaction
+
+    from tests.conftest import is_postgres
+
+    held = make_memory()
+    for n in range(3):
+        make_memory(content=f"Memory {n}.")
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_a_write() -> None:
+        try:
+            with transaction.atomic():  # on SQLite, BEGIN IMMEDIATE: the write lock
+                list(Memory.objects.select_for_update().filter(pk=held.pk))
+                Memory.objects.filter(pk=held.pk).update(provenance="being edited")
+                locked.set()
+                release.wait(timeout=60)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_a_write)
+    holder.start()
+    # Fail after a second, not after the configured 30 s wait for a lock.
+    limit, restore = (
+        ("SET lock_timeout = '1s'", "RESET lock_timeout")
+        if is_postgres()
+        else ("PRAGMA busy_timeout = 1000", "PRAGMA busy_timeout = 30000")
+    )
+    try:
+        assert locked.wait(timeout=30)
+        with connection.cursor() as cursor:
+            cursor.execute(limit)
+        reply = migrate(owner=user, now=LATER)
+    finally:
+        release.set()
+        holder.join(timeout=60)
+        with connection.cursor() as cursor:
+            cursor.execute(restore)
+
+    assert (reply["migrated"], reply["total"]) == (0, 4)
