@@ -278,6 +278,8 @@ class Memory(models.Model):
                 name="memory_live_last_touch",
             ),
             models.Index(fields=["owner", "updated_at"], name="memory_owner_updated"),
+            # The export's order: each of its batches starts where the last one ended.
+            models.Index(fields=["owner", "created_at", "id"], name="memory_owner_created"),
             models.Index(
                 fields=["owner", "content_hash"],
                 condition=Q(archived_at__isnull=True),

@@ -95,6 +95,36 @@ def make_memory(user: Any) -> Callable[..., Memory]:
     return make
 
 
+@pytest.fixture
+def varied_store(user: Any, make_memory: Callable[..., Memory]) -> None:
+    """A store exported in more than two batches, with a batch boundary inside a run of
+    equal created_at, and text that JSON escapes: quotes, new lines, control characters,
+    non-ASCII."""
+    from datetime import timedelta
+
+    from memories.models import Closing
+    from memories.services.exporting import EXPORT_BATCH
+    from tests.memories.exports import bulk_memories
+
+    bulk_memories(user, EXPORT_BATCH + 50)  # all created at NOW: ties across a boundary
+    bulk_memories(user, EXPORT_BATCH, created_at=NOW - timedelta(days=1), tags=["a", "b"])
+    make_memory(
+        content='Quotes " and \\ backslash,\nnew lines\tand tabs, \x01 control, ☕ — “curly”.',
+        gist="Ünïcode ☕",
+        tags='drifted "string"',
+        search_keywords=[],
+        linked_memories=[str(uuid.uuid4())],
+        provenance="line one\nline two",
+        archived_at=NOW,
+        archive_reason="old\nnews",
+        created_at=NOW + timedelta(microseconds=1),
+    )
+    Closing.objects.create(owner=user, reflection="Bye.\nSee you.", created_at=NOW)
+    Closing.objects.create(
+        owner=user, reflection="Again ☕", conversation_title="T", created_at=NOW
+    )
+
+
 def pytest_addoption(parser: Any) -> None:
     parser.addoption(
         "--screenshots",

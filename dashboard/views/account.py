@@ -2,7 +2,8 @@
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -10,9 +11,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.clients import connected_clients, revoke_client
 from dashboard.decorators import DashboardRequest, login_required
-from memories.jsonutil import dumps
 from memories.models import Closing
-from memories.services.exporting import export_store
+from memories.services.exporting import Export, ExportBusy
 
 CLOSINGS_PAGE_SIZE = 20
 REVOKED_MESSAGE = "Access revoked. The client must ask for your consent again."
@@ -30,13 +30,20 @@ def closings(request: DashboardRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def export(request: DashboardRequest) -> HttpResponse:
-    """The whole store as the JSON `import_taproot` reads back."""
+def export(request: DashboardRequest) -> HttpResponseBase:
+    """The whole store as the JSON `import_taproot` reads back, sent as it is read."""
     now = timezone.now()
-    response = HttpResponse(
-        dumps(export_store(owner=request.user, now=now)),
-        content_type="application/json; charset=utf-8",
-    )
+    try:
+        content = Export(owner=request.user, now=now)
+    except ExportBusy as busy:
+        # Refused rather than queued: a waiting download would hold a worker and, on
+        # PostgreSQL, a pooled connection for as long as the first one takes.
+        refusal = render(
+            request, "dashboard/export_busy.html", {"message": busy.message}, status=429
+        )
+        refusal["Retry-After"] = "30"
+        return refusal
+    response = StreamingHttpResponse(content, content_type="application/json; charset=utf-8")
     filename = f"taproot-export-{now:%Y-%m-%d}.json"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

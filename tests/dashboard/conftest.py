@@ -4,6 +4,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.http.response import HttpResponseBase
 from django.test import Client
 from django.utils import timezone
 
@@ -47,3 +49,13 @@ def foreign_memory(other_user: Any, make_memory: Callable[..., Memory]) -> Memor
 
 def stored(memory: Memory) -> Memory:
     return Memory.objects.get(pk=memory.pk)
+
+
+def downloaded(response: HttpResponseBase) -> bytes:
+    """The whole body of a streamed download, read as an ASGI server reads it."""
+    assert response.streaming and response.is_async  # type: ignore[attr-defined]
+
+    async def read() -> bytes:
+        return b"".join([part async for part in response.streaming_content])  # type: ignore[attr-defined]
+
+    return async_to_sync(read)()

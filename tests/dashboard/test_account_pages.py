@@ -16,7 +16,7 @@ from oauth2_provider.models import (
 from memories.models import Closing, Memory
 from memories.services import close
 from memories.services.importing import import_store
-from tests.dashboard.conftest import XSS, htmx
+from tests.dashboard.conftest import XSS, downloaded, htmx
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +84,7 @@ def test_export_downloads_the_users_store_as_taproot_json(logged_in, user, make_
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/json")
     assert response["Content-Disposition"].startswith('attachment; filename="taproot-export-')
-    data = json.loads(response.content)
+    data = json.loads(downloaded(response))
     assert data["format"] == "taproot/1"
     keys = {entry["key"] for entry in data["entries"]}
     assert {f"mem:{live.pk}", f"mem:{archived.pk}"} <= keys
@@ -92,7 +92,7 @@ def test_export_downloads_the_users_store_as_taproot_json(logged_in, user, make_
 
 
 def test_export_holds_nothing_of_another_user(logged_in, foreign_memory):
-    data = json.loads(logged_in.get("/dashboard/export/").content)
+    data = json.loads(downloaded(logged_in.get("/dashboard/export/")))
 
     assert data["entries"] == []
 
@@ -100,7 +100,7 @@ def test_export_holds_nothing_of_another_user(logged_in, foreign_memory):
 def test_exported_file_imports_back(logged_in, user, other_user, make_memory):
     memory = make_memory(gist="Round trip", content="Travels and returns.", tags=["t"])
     close(owner=user, reflection="Closing travels too")
-    exported = json.loads(logged_in.get("/dashboard/export/").content)
+    exported = json.loads(downloaded(logged_in.get("/dashboard/export/")))
 
     import_store(owner=other_user, data=exported)
 

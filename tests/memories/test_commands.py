@@ -8,6 +8,7 @@ from django.core.management.base import CommandError
 
 from memories.models import Closing, Memory, Snapshot
 from tests.conftest import NOW
+from tests.memories.exports import whole_document
 
 pytestmark = pytest.mark.django_db
 
@@ -122,6 +123,34 @@ def test_export_taproot_writes_a_file_that_import_reads_back(
 def test_export_taproot_refuses_an_unwritable_output(user, tmp_path):
     with pytest.raises(CommandError, match="Cannot write"):
         run("export_taproot", "--user", "alice", "--output", str(tmp_path / "no" / "x.json"))
+
+    run("export_taproot", "--user", "alice")  # and it gave its turn back
+
+
+def test_export_taproot_writes_byte_for_byte_the_whole_document(user, varied_store, tmp_path):
+    target = tmp_path / "export.json"
+
+    out, _ = run("export_taproot", "--user", "alice")
+    run("export_taproot", "--user", "alice", "--output", str(target))
+
+    for text in (out, target.read_text(encoding="utf-8")):
+        whole = whole_document(user, json.loads(text)["exported_at"])
+        assert text == json.dumps(whole, ensure_ascii=False, indent=1) + "\n"
+
+
+def test_export_taproot_is_refused_while_an_export_of_the_account_runs(user, other_user):
+    from memories.services.exporting import EXPORT_BUSY, Export
+
+    running = Export(owner=user)
+    try:
+        with pytest.raises(CommandError) as refused:
+            run("export_taproot", "--user", "alice")
+        run("export_taproot", "--user", "bob")
+    finally:
+        running.close()
+
+    assert str(refused.value) == EXPORT_BUSY
+    run("export_taproot", "--user", "alice")
 
 
 def test_restore_snapshot_puts_records_back(user, make_memory):

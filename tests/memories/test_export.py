@@ -7,6 +7,7 @@ import pytest
 from memories.models import Closing, Memory
 from memories.services.exporting import export_store
 from tests.conftest import NOW
+from tests.memories.exports import bulk_memories, compact, indented, whole_document
 
 pytestmark = pytest.mark.django_db
 
@@ -211,3 +212,141 @@ def test_export_then_import_into_another_user_keeps_every_field_and_closing(
     assert Memory.objects.get(pk=old_to_new[str(second.pk)]).linked_memories == [
         old_to_new[str(first.pk)]
     ]
+
+
+# Streaming: the text, byte for byte, without holding the store in memory.
+
+
+@pytest.mark.parametrize("form", ["compact", "indented"])
+def test_the_streamed_export_is_byte_for_byte_the_whole_document(user, varied_store, form):
+    from memories.services.exporting import Export
+
+    text = "".join(Export(owner=user, now=NOW, indent=1 if form == "indented" else None).pieces())
+
+    whole = whole_document(user, "2026-11-29T12:00:00Z")
+    assert whole["total_keys"] == 453
+    assert text == (indented if form == "indented" else compact)(whole)
+
+
+@pytest.mark.parametrize("form", ["compact", "indented"])
+def test_an_empty_store_exports_byte_for_byte_the_whole_document(user, form):
+    from memories.services.exporting import Export
+
+    text = "".join(Export(owner=user, now=NOW, indent=1 if form == "indented" else None).pieces())
+
+    whole = whole_document(user, "2026-11-29T12:00:00Z")
+    assert text == (indented if form == "indented" else compact)(whole)
+
+
+def _peak_of_an_export(owner):
+    import tracemalloc
+
+    from memories.services.exporting import Export
+
+    size = 0
+    tracemalloc.start()
+    try:
+        for piece in Export(owner=owner, now=NOW).pieces():
+            size += len(piece.encode())
+        return tracemalloc.get_traced_memory()[1], size
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_memory_an_export_takes_does_not_grow_with_the_store(user, other_user):
+    bulk_memories(user, 500, content="word " * 400)
+    bulk_memories(other_user, 3000, content="word " * 400)
+
+    small_peak, small_size = _peak_of_an_export(user)
+    large_peak, large_size = _peak_of_an_export(other_user)
+
+    assert large_size > 6 * small_size > 6_000_000
+    assert large_peak < 1.5 * small_peak, (small_peak, large_peak)
+    assert large_peak < large_size / 3, (large_peak, large_size)
+
+
+# One export per account at a time.
+
+
+def test_a_second_export_of_an_account_is_refused_while_one_runs(user, other_user):
+    from memories.services.exporting import EXPORT_BUSY, Export, ExportBusy
+
+    running = Export(owner=user, now=NOW)
+
+    with pytest.raises(ExportBusy) as refused:
+        Export(owner=user, now=NOW)
+    assert refused.value.message == EXPORT_BUSY
+    "".join(Export(owner=other_user, now=NOW).pieces())  # another account's is not held up
+    running.close()
+    assert json.loads("".join(Export(owner=user, now=NOW).pieces()))["total_keys"] == 0
+
+
+def test_an_export_gives_its_turn_back_when_read_to_the_end_or_abandoned(user, make_memory):
+    from memories.services.exporting import EXPORT_BATCH, Export
+
+    bulk_memories(user, EXPORT_BATCH * 2)
+    "".join(Export(owner=user, now=NOW).pieces())
+    abandoned = Export(owner=user, now=NOW).pieces()
+    next(abandoned)
+
+    abandoned.close()
+
+    assert json.loads("".join(Export(owner=user, now=NOW).pieces()))["total_keys"] == 400
+
+
+def test_an_export_past_its_turns_time_no_longer_holds_up_the_next(user):
+    from django.core.cache import cache
+
+    from memories.services.exporting import Export, ExportBusy
+
+    stale = Export(owner=user, now=NOW)
+    cache.delete(f"taproot:export:{user.pk}")  # as when its time is up
+    newer = Export(owner=user, now=NOW)
+
+    stale.close()  # gives back only its own turn
+
+    with pytest.raises(ExportBusy):
+        Export(owner=user, now=NOW)
+    newer.close()
+
+
+# One moment's store.
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_export_holds_the_store_as_it_was_when_it_began(user, make_memory):
+    import threading
+
+    from django.db import connection
+
+    from memories.services.exporting import EXPORT_BATCH, Export
+
+    bulk_memories(user, EXPORT_BATCH * 2)
+    doomed = make_memory(content="Deleted while the export runs.", created_at=NOW + timedelta(1))
+    before = whole_document(user, "2026-11-29T12:00:00Z")
+    pieces = Export(owner=user, now=NOW).pieces()
+    first = next(pieces)
+
+    errors: list[BaseException] = []
+
+    def change_the_store() -> None:
+        try:
+            Memory.objects.filter(pk=doomed.pk).delete()
+            bulk_memories(user, 3, created_at=NOW + timedelta(days=2))
+            Closing.objects.create(owner=user, reflection="New.", created_at=NOW)
+        except BaseException as error:  # reported below, in the main thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    try:
+        writer = threading.Thread(target=change_the_store)
+        writer.start()
+        writer.join(timeout=60)
+        text = first + "".join(pieces)
+    finally:
+        pieces.close()
+
+    assert errors == []
+    assert text == compact(before)
+    assert not Memory.objects.filter(pk=doomed.pk).exists()  # it was deleted meanwhile
