@@ -23,11 +23,13 @@ from memories.services import (
     archive,
     compress,
     delete,
+    edit_gist,
     migrate,
     promote,
     recall,
     remember,
     restore_revision,
+    set_curation,
     unarchive,
 )
 from memories.services.importing import import_store
@@ -84,6 +86,8 @@ writes = st.one_of(
     st.tuples(st.just("restore revision"), st.integers(0, 20)),
     st.tuples(st.just("restore snapshot")),
     st.tuples(st.just("migrate")),
+    st.tuples(st.just("curate"), st.integers(0, 20), st.sampled_from(["high", "low"])),
+    st.tuples(st.just("edit gist"), st.integers(0, 20), texts),
 )
 filter_specs = st.fixed_dictionaries(
     {
@@ -126,6 +130,19 @@ def apply(write: tuple, user, ids: list[str], moment) -> None:
     memory_id = ids[write[1] % len(ids)]
     if not Memory.objects.filter(pk=memory_id).exists():
         return  # deleted by an earlier write
+    if kind == "curate":
+        set_curation(
+            owner=user, memory_id=memory_id, salience=write[2], source=ChangeSource.DASHBOARD
+        )
+        return
+    if kind == "edit gist":
+        edit_gist(
+            owner=user,
+            memory_id=memory_id,
+            gist=write[2] or "edited",
+            source=ChangeSource.DASHBOARD,
+        )
+        return
     if kind == "compress":
         other = ids[write[2] % len(ids)]
         both = Memory.objects.for_owner(user).live().filter(pk__in=[memory_id, other])
