@@ -4,6 +4,7 @@ import dataclasses
 
 from django.conf import settings
 
+from memories.embedding import Embedder, embedder_named
 from memories.ranking import DEFAULT_ACTIVATION, PROFILES, ActivationConfig, Profile
 
 
@@ -17,6 +18,14 @@ def activation_config() -> ActivationConfig:
 def ranking_profile() -> Profile:
     """The relevance profile recall uses and the index is built for (TAPROOT_RANKING)."""
     return PROFILES[settings.TAPROOT_RANKING]
+
+
+def embedder() -> Embedder | None:
+    """The embedder recall by meaning uses (TAPROOT_EMBEDDER); None when it is off or
+    cannot load, and always for the seed profile, which ranks by words alone."""
+    if not ranking_profile().idf:
+        return None
+    return embedder_named(settings.TAPROOT_EMBEDDER)
 
 
 def catalog_window_days() -> int:

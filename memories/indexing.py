@@ -12,17 +12,44 @@ import re
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
 
 from memories.bulkwrite import INSERT_BATCH, insert_rows, update_rows
-from memories.conf import ranking_profile
-from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex, User
+from memories.conf import embedder, ranking_profile
+from memories.embedding import Embedder, Vector
+from memories.models import (
+    Memory,
+    MemoryTag,
+    MemoryToken,
+    MemoryVector,
+    RecallEntry,
+    RecallIndex,
+    User,
+)
 from memories.ranking import Profile, index_entries, index_key, memory_terms, parse_query
+from memories.semantic import memory_text, stored
 from memories.timeutil import micros
 
 _NOT_WORD = re.compile(r"[\W_]+")
+
+
+@dataclass(frozen=True)
+class Vectors:
+    """Vectors computed ahead of a write: per memory, the text embedded and its vector."""
+
+    embedder: Embedder
+    by_memory: dict[uuid.UUID, tuple[str, Vector | None]]
+
+    def text_of(self, memory_id: uuid.UUID) -> str | None:
+        found = self.by_memory.get(memory_id)
+        return found[0] if found else None
+
+    def vector_of(self, memory_id: uuid.UUID) -> Vector | None:
+        return self.by_memory[memory_id][1]
+
+
 # The fields the token index and the tag rows are made from.
 INDEXED_TEXT = frozenset({"gist", "content", "tags", "search_keywords"})
 
@@ -98,13 +125,45 @@ ENTRY_FIELDS = (
 )
 
 
-def reindex(memories: Iterable[Memory], *, text_changed: bool = True, new: bool = False) -> None:
+def embedding_text(memory: Memory) -> str:
+    return memory_text(
+        gist=memory.gist or "",
+        content=memory.content or "",
+        tags=string_items(memory.tags),
+        keywords=string_items(memory.search_keywords),
+    )
+
+
+def vectors_for(memories: Sequence[Memory]) -> Vectors | None:
+    """The vectors of these memories by the active embedder, for `reindex`: computed before
+    a write transaction begins, so that SQLite's write lock is not held while embedding.
+    None when recall does not use meaning."""
+    semantic = embedder()
+    if semantic is None:
+        return None
+    # Longest first, so each batch pads its texts to about the same length.
+    order = sorted(memories, key=lambda m: -len(embedding_text(m)))
+    vectors = semantic.embed([embedding_text(m) for m in order])
+    return Vectors(
+        semantic, {m.pk: (embedding_text(m), v) for m, v in zip(order, vectors, strict=True)}
+    )
+
+
+def reindex(
+    memories: Iterable[Memory],
+    *,
+    text_changed: bool = True,
+    new: bool = False,
+    vectors: Vectors | None = None,
+) -> None:
     """Bring the index rows of these saved memories up to date.
 
-    Tag rows always; a ranking entry and tokens only while a memory is live (an entry
-    keeps its id while the memory stays live). With `text_changed=False` (only salience,
-    times or the archive state moved) tag rows and the tokens of memories that stay live
-    are left alone. `new=True` says the memories were just created: nothing to replace.
+    Tag rows and vectors always; a ranking entry and tokens only while a memory is live
+    (an entry keeps its id while the memory stays live). With `text_changed=False` (only
+    salience, times or the archive state moved) tag rows, vectors and the tokens of
+    memories that stay live are left alone. `new=True` says the memories were just
+    created: nothing to replace. `vectors` (from `vectors_for`, before the transaction)
+    saves embedding here; a memory whose text changed since is embedded again.
     """
     batch = list(memories)
     if not batch:
@@ -144,13 +203,45 @@ def reindex(memories: Iterable[Memory], *, text_changed: bool = True, new: bool 
             for key, in_keywords in token_entries(by_id[entry.memory_id], profile).items()
         ],
     )
-    change: dict[int, int] = defaultdict(int)
+    change: dict[int, int] = {m.owner_id: 0 for m in batch}
     for entry in arriving:
         change[entry.owner_id] += 1
     for memory in batch:
         if memory.archived_at is not None and memory.pk in entries:
             change[memory.owner_id] -= 1
-    _count_live(change, profile)
+    versions = _count_live(change, profile)
+    if text_changed:
+        _store_vectors(batch, vectors, versions, new=new)
+
+
+def _store_vectors(
+    batch: Sequence[Memory], vectors: Vectors | None, versions: dict[int, int], *, new: bool
+) -> None:
+    semantic = embedder()
+    if semantic is None:
+        return
+    if vectors is None or vectors.embedder is not semantic:
+        vectors = Vectors(semantic, {})
+    stale = [m for m in batch if vectors.text_of(m.pk) != embedding_text(m)]
+    if stale:  # not embedded beforehand, or changed since
+        vectors.by_memory.update(vectors_for(stale).by_memory)  # type: ignore[union-attr]
+    if not new:
+        MemoryVector.objects.filter(memory_id__in=[m.pk for m in batch]).delete()
+    insert_rows(
+        MemoryVector,
+        ["memory", "owner", "embedder", "dimension", "vector", "version"],
+        [
+            (
+                m.pk,
+                m.owner_id,
+                semantic.name,
+                semantic.dimension,
+                stored(vectors.vector_of(m.pk)),
+                versions[m.owner_id],
+            )
+            for m in batch
+        ],
+    )
 
 
 def unindex(ids: Sequence[uuid.UUID]) -> None:
@@ -163,23 +254,42 @@ def unindex(ids: Sequence[uuid.UUID]) -> None:
     _count_live(change, ranking_profile())
 
 
-def _count_live(change: dict[int, int], profile: Profile) -> None:
-    """Apply changes in the number of live memories to each owner's RecallIndex row."""
+def _count_live(change: dict[int, int], profile: Profile) -> dict[int, int]:
+    """Apply changes in the number of live memories to each owner's RecallIndex row and move
+    its version (every write does); the owners' versions now."""
+    versions: dict[int, int] = {}
     for owner_id, delta in change.items():
-        rows = RecallIndex.objects.filter(owner_id=owner_id)
-        if rows.update(live_memories=F("live_memories") + delta) if delta else rows.exists():
-            continue
-        # The owner's first live memory: the row starts at the count now stored.
-        try:
-            with transaction.atomic():
-                RecallIndex.objects.create(
-                    owner_id=owner_id,
-                    profile=profile.name,
-                    live_memories=RecallEntry.objects.filter(owner_id=owner_id).count(),
-                )
-        except IntegrityError:
-            # Another transaction made the row first; its count could not see ours.
-            rows.update(live_memories=F("live_memories") + delta)
+        bumped = _bump(owner_id, delta)
+        if bumped is None:
+            # The owner's first write: the row starts at the count now stored.
+            try:
+                with transaction.atomic():
+                    RecallIndex.objects.create(
+                        owner_id=owner_id,
+                        profile=profile.name,
+                        live_memories=RecallEntry.objects.filter(owner_id=owner_id).count(),
+                        version=1,
+                    )
+                bumped = 1
+            except IntegrityError:
+                # Another transaction made the row first; its count could not see ours.
+                bumped = _bump(owner_id, delta)
+        versions[owner_id] = bumped or 0
+    return versions
+
+
+def _bump(owner_id: int, delta: int) -> int | None:
+    """Add `delta` to the owner's live count and move the version; the new version, or
+    None when the owner has no row yet."""
+    table = connection.ops.quote_name(RecallIndex._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET live_memories = live_memories + %s, version = version + 1"
+            " WHERE owner_id = %s RETURNING version",
+            [delta, owner_id],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else None
 
 
 def rebuild(

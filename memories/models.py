@@ -417,9 +417,36 @@ class RecallIndex(models.Model):
     )
     profile = models.CharField(max_length=16)
     live_memories = models.PositiveIntegerField(default=0)
+    # Moves on every write to the owner's index: a worker's cached vectors are stale
+    # when theirs is older (memories.semantic).
+    version = models.BigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"{self.profile}: {self.live_memories} live memories"
+
+
+class MemoryVector(models.Model):
+    """A memory's meaning as a unit vector (SPEC §3.2): of its gist, keywords, tags and
+    content, by the embedder named, as float16 bytes (memories.embedding). `version` is
+    the owner's RecallIndex.version when it was written, so a cache takes only newer
+    ones. A memory whose text has no token has none."""
+
+    memory = models.OneToOneField(
+        Memory, primary_key=True, on_delete=models.CASCADE, related_name="vector"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    embedder = models.CharField(max_length=64)
+    dimension = models.PositiveIntegerField()
+    vector = models.BinaryField()
+    version = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "version"], name="memoryvector_owner_version")]
+
+    def __str__(self) -> str:
+        return f"{self.embedder} ({self.dimension})"
 
 
 class MemoryTag(models.Model):

@@ -33,6 +33,9 @@ from memories.timeutil import micros
 from memories.vocabulary import HIGH, LOW, MEDIUM
 
 SECONDS_PER_DAY = 86_400.0
+# The cosine (in thousandths) a memory sharing no word with the query needs for a place
+# of its own: chosen on the LoCoMo development split for precision (docs/benchmarks.md).
+MEANING_FLOOR = 450
 # Longest token kept verbatim in the database index; longer ones are stored as a
 # prefix plus a digest so the index column stays small on both backends.
 MAX_INDEX_KEY = 64
@@ -58,9 +61,20 @@ class ActivationConfig:
     content_factor: int = 7
     idf_scale: int = 1000
     idf_k: float = 0.5
+    # Recall by meaning (SPEC §3.2): a lexical match's relevance is lexical_share × its
+    # lexical relevance + semantic_share × its cosine (thousandths); a memory sharing no
+    # word may take a place left over when its cosine reaches meaning_floor (thousandths),
+    # with relevance semantic_share × cosine.
+    lexical_share: float = 0.7
+    semantic_share: float = 0.3
+    meaning_floor: int = MEANING_FLOOR
 
 
 DEFAULT_ACTIVATION = ActivationConfig()
+
+
+def semantic_shares(config: ActivationConfig) -> tuple[Fraction, Fraction]:
+    return Fraction(str(config.lexical_share)), Fraction(str(config.semantic_share))
 
 
 # --- tokens of the seed profile --------------------------------------------------------
@@ -286,16 +300,34 @@ class Relevance:
         return total
 
 
-def relevance_value(hits: int, denominator: int) -> float:
-    """hits / denominator in [0, 1], rounded once (equal fractions give equal floats)."""
-    if denominator <= 0:
-        return 0.0
-    return _exact_share(hits, denominator)
+def relevance_value(
+    hits: int,
+    denominator: int,
+    cosine: int | None = None,
+    config: ActivationConfig = DEFAULT_ACTIVATION,
+) -> float:
+    """A memory's relevance, rounded once from exact fractions (equal inputs, equal floats).
+
+    hits / denominator (the lexical relevance) when `cosine` is None; with a cosine (in
+    thousandths) the blend of SPEC §3.2: 0.7 × lexical + 0.3 × cosine, or 0.3 × cosine
+    for a memory that shares no word (hits 0).
+    """
+    if cosine is None:
+        return _exact_share(hits, denominator) if denominator > 0 else 0.0
+    return _blend(hits, denominator, cosine, config.lexical_share, config.semantic_share)
 
 
 @lru_cache(maxsize=4096)
 def _exact_share(hits: int, denominator: int) -> float:
     return float(Fraction(hits, denominator))
+
+
+@lru_cache(maxsize=16384)
+def _blend(hits: int, denominator: int, cosine: int, lexical: float, semantic: float) -> float:
+    lexical_part = Fraction(hits, denominator) if hits > 0 else Fraction(0)
+    return float(
+        Fraction(str(lexical)) * lexical_part + Fraction(str(semantic)) * Fraction(cosine, 1000)
+    )
 
 
 def relevance(
@@ -369,6 +401,8 @@ class Candidate:
     created_at: datetime
     updated_at: datetime
     hits: int = 0  # Σ w(t) × f(t, m); 0 when the memory shares no token with the query
+    # Its cosine with the query in thousandths, when recall blends in meaning (SPEC §3.2).
+    cosine: int | None = None
 
 
 @dataclass(frozen=True)
@@ -385,7 +419,8 @@ def rank(
     config: ActivationConfig = DEFAULT_ACTIVATION,
 ) -> list[Ranked]:
     """Score and order candidates; `denominator` is None for a blank query. With a query,
-    candidates without relevance are dropped.
+    candidates that share no word are dropped, unless they carry a cosine: those are
+    the meaning-alone places the caller chose (SPEC §3.2).
 
     Ties (exactly equal scores) go to the newer `updated_at`, then the smaller id.
     """
@@ -393,9 +428,9 @@ def rank(
     for candidate in candidates:
         share: float | None = None
         if denominator is not None:
-            if candidate.hits <= 0:
+            if candidate.hits <= 0 and candidate.cosine is None:
                 continue
-            share = relevance_value(candidate.hits, denominator)
+            share = relevance_value(candidate.hits, denominator, candidate.cosine, config)
         score = activation(
             retrieval_count=candidate.retrieval_count,
             last_retrieved=candidate.last_retrieved,
@@ -441,9 +476,18 @@ def reference_rank(
     now: datetime,
     config: ActivationConfig = DEFAULT_ACTIVATION,
     among: Callable[[MemoryValues], bool] = lambda memory: True,
+    limit: int = 50,
+    cosine: Callable[[MemoryValues], int | None] | None = None,
 ) -> list[Ranked]:
-    """SPEC §3 and §3.1 computed the slow way: tokenise every live memory of the owner,
-    count N and df, weigh the query and rank the memories `among` admits (the filters)."""
+    """SPEC §3, §3.1 and §3.2 computed the slow way: tokenise every live memory of the
+    owner, count N and df, weigh the query and rank the memories `among` admits (the
+    filters); the best `limit`.
+
+    `cosine` (a memory's cosine with the query in thousandths, None without a vector)
+    blends in meaning: every lexical match's relevance takes it in (a match without a
+    vector counts 0), and when there are fewer matches than `limit`, memories that share
+    no word fill the places left if their cosine reaches the floor, best cosine first.
+    """
     query = parse_query(query_text, profile)
     if query.only_stop_words:
         return []
@@ -466,21 +510,37 @@ def reference_rank(
         keyword_factor,
         content_factor,
     )
-    candidates = [
-        Candidate(
+    admitted = [m for m in live_memories if among(m)]
+    hits = {m.id: scorer.hits(_keyed(terms[m.id])) for m in admitted}
+    blend = cosine is not None and not query.blank
+
+    def candidate(m: MemoryValues, cosine_milli: int | None) -> Candidate:
+        return Candidate(
             id=m.id,
             salience=m.salience,
             retrieval_count=m.retrieval_count,
             last_retrieved=m.last_retrieved,
             created_at=m.created_at,
             updated_at=m.updated_at,
-            hits=scorer.hits(_keyed(terms[m.id])),
+            hits=hits[m.id],
+            cosine=cosine_milli,
         )
-        for m in live_memories
-        if among(m)
-    ]
-    denominator = None if query.blank else scorer.denominator
-    return rank(candidates, denominator=denominator, now=now, config=config)
+
+    if not blend:
+        denominator = None if query.blank else scorer.denominator
+        ranked = rank(
+            [candidate(m, None) for m in admitted], denominator=denominator, now=now, config=config
+        )
+        return ranked[:limit]
+    assert cosine is not None
+    matches = [candidate(m, cosine(m) or 0) for m in admitted if hits[m.id] > 0]
+    alone: list[tuple[int, str, MemoryValues]] = []
+    for m in admitted:
+        if hits[m.id] == 0 and (c := cosine(m)) is not None and c >= config.meaning_floor:
+            alone.append((-c, str(m.id), m))
+    alone.sort()
+    fill = [candidate(m, -c) for c, _, m in alone[: max(0, limit - len(matches))]]
+    return rank(matches + fill, denominator=scorer.denominator, now=now, config=config)[:limit]
 
 
 def _keyed(terms: IndexedTerms) -> IndexedTerms:

@@ -20,14 +20,21 @@ The caller re-scores what comes back with the reference formula and cuts exactly
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
 
-from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex
-from memories.ranking import ActivationConfig, Candidate
+from memories.models import (
+    Memory,
+    MemoryTag,
+    MemoryToken,
+    MemoryVector,
+    RecallEntry,
+    RecallIndex,
+)
+from memories.ranking import ActivationConfig, Candidate, semantic_shares
 from memories.timeutil import micros
 from memories.vocabulary import MEDIUM
 
@@ -47,23 +54,42 @@ class Filters:
     since: datetime | None = None
 
 
-def statistics(owner_id: int, keys: Sequence[str]) -> tuple[int, dict[str, int]]:
-    """N (the owner's live memories) and df of each key, in one statement."""
+@dataclass(frozen=True)
+class OwnerIndex:
+    """What recall reads of an owner's index as a whole before ranking."""
+
+    live: int = 0  # N: the owner's live memories
+    df: dict[str, int] = field(default_factory=dict)  # live memories holding each key
+    version: int = 0  # RecallIndex.version: moves with every write (memories.semantic)
+
+
+def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
+    """N, the index's version and the df of each key, in one statement."""
     token, index = _table(MemoryToken), _table(RecallIndex)
     sql = (
-        f"SELECT NULL, live_memories FROM {index} WHERE owner_id = %s"
-        f" UNION ALL SELECT key, COUNT(*) FROM {token}"
+        f"SELECT NULL, live_memories, version FROM {index} WHERE owner_id = %s"
+        f" UNION ALL SELECT key, COUNT(*), 0 FROM {token}"
         f" WHERE owner_id = %s AND key IN ({_marks(keys)}) GROUP BY key"
     )
-    live, df = 0, {}
+    live, version, df = 0, 0, {}
     with connection.cursor() as cursor:
         cursor.execute(sql, [owner_id, owner_id, *keys])
-        for key, count in cursor.fetchall():
+        for key, count, row_version in cursor.fetchall():
             if key is None:
-                live = count
+                live, version = count, row_version
             else:
                 df[key] = count
-    return live, df
+    return OwnerIndex(live, df, version)
+
+
+@dataclass(frozen=True)
+class Band:
+    """What best_candidates found: the rows to score exactly, the stored vectors of those
+    rows (blended recall), and how many memories matched in all."""
+
+    candidates: list[Candidate]
+    vectors: dict[uuid.UUID, bytes]
+    matched: int
 
 
 def best_candidates(
@@ -76,9 +102,17 @@ def best_candidates(
     limit: int,
     now: datetime,
     config: ActivationConfig,
-) -> list[Candidate]:
+    embedder: str | None = None,
+) -> Band:
     """The `limit` best memories by activation, and every row that could take a place
-    among them once scored exactly. `weights` is None for a blank query."""
+    among them once scored exactly. `weights` is None for a blank query.
+
+    With `embedder` (recall blending in meaning, SPEC §3.2) the database scores the
+    lexical part alone (0.7 × lexical relevance) and returns every row the cosine part,
+    at most 0.3 of relevance, could lift into the best `limit`, with its stored vector.
+    """
+    blend = embedder is not None and weights is not None
+    lexical_share, semantic_share = semantic_shares(config) if blend else (1, 0)
     real = "double precision" if connection.vendor == "postgresql" else "REAL"
     entry = _table(RecallEntry)
     params: list[Any] = []
@@ -127,7 +161,10 @@ def best_candidates(
     score_params.append(config.salience_scores[MEDIUM])
     if weights is not None:
         score = f"({score}) + ({f} * (CAST(h.hits AS {real}) / {f}))"
-        score_params += [config.relevance_weight, float(denominator)]
+        score_params += [
+            config.relevance_weight * float(lexical_share),
+            float(denominator),
+        ]
 
     conditions = ["e.owner_id = %s"]
     condition_params: list[Any] = [owner_id]
@@ -161,36 +198,56 @@ def best_candidates(
         " (SELECT score FROM scored ORDER BY score DESC LIMIT %s) AS best)"
     )
     params.append(limit)
-    sql = (
-        f"WITH {', '.join(ctes)} SELECT id, salience, rc, lr, cr, up, hits FROM ("
-        "SELECT s.*, ROW_NUMBER() OVER ("
-        "PARTITION BY s.score, s.rc > 0 ORDER BY s.up DESC, s.id) AS nth"
-        " FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
-        " WHERE band.rc > 0 OR band.nth <= %s"
-    )
-    params += [EPSILON, limit]
+    columns = "band.id, band.salience, band.rc, band.lr, band.cr, band.up, band.hits"
+    matched = "(SELECT COUNT(*) FROM scored)"
+    if blend:
+        # Every row the cosine part could lift past the cut; each with its vector.
+        sql = (
+            f"WITH {', '.join(ctes)} SELECT {columns}, {matched}, v.vector FROM"
+            " (SELECT s.* FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
+            f" LEFT JOIN {_table(MemoryVector)} v ON v.memory_id = band.id AND v.embedder = %s"
+        )
+        params += [config.relevance_weight * float(semantic_share) + EPSILON, embedder]
+    else:
+        sql = (
+            f"WITH {', '.join(ctes)} SELECT {columns}, {matched}, NULL FROM ("
+            "SELECT s.*, ROW_NUMBER() OVER ("
+            "PARTITION BY s.score, s.rc > 0 ORDER BY s.up DESC, s.id) AS nth"
+            " FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
+            " WHERE band.rc > 0 OR band.nth <= %s"
+        )
+        params += [EPSILON, limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    return [
-        Candidate(
-            id=value if isinstance(value, uuid.UUID) else uuid.UUID(value),
-            salience=salience,
-            retrieval_count=count,
-            last_retrieved=_moment(last) if last is not None else None,
-            created_at=_moment(created),
-            updated_at=_moment(updated),
-            hits=int(hits_value),
+    candidates = []
+    vectors: dict[uuid.UUID, bytes] = {}
+    total = int(rows[0][7]) if rows else 0
+    for value, salience, count, last, created, updated, hits_value, _, vector in rows:
+        memory_id = value if isinstance(value, uuid.UUID) else uuid.UUID(value)
+        candidates.append(
+            Candidate(
+                id=memory_id,
+                salience=salience,
+                retrieval_count=count,
+                last_retrieved=_moment(last) if last is not None else None,
+                created_at=_moment(created),
+                updated_at=_moment(updated),
+                hits=int(hits_value),
+            )
         )
-        for value, salience, count, last, created, updated, hits_value in rows
-    ]
+        if vector:
+            vectors[memory_id] = bytes(vector)
+    return Band(candidates, vectors, total)
 
 
 def _moment(microseconds: int) -> datetime:
     return _EPOCH + timedelta(microseconds=microseconds)
 
 
-def _table(model: type[Memory | MemoryToken | MemoryTag | RecallEntry | RecallIndex]) -> str:
+def _table(
+    model: type[Memory | MemoryToken | MemoryTag | MemoryVector | RecallEntry | RecallIndex],
+) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 

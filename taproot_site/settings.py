@@ -61,6 +61,10 @@ REFLECT_MAX_TOKENS = env_int("REFLECT_MAX_TOKENS", 8000, minimum=500)
 # are; "seed" is the original rule. The index is built for one of them: after a change,
 # run `manage.py reindex_taproot`.
 TAPROOT_RANKING = env_choice("TAPROOT_RANKING", "taproot", ("taproot", "seed"))
+# Recall by meaning (SPEC §3.2): "wordllama" (a small local model shipped inside its
+# package) blends a semantic signal into the taproot profile's relevance; "none" ranks by
+# words alone.
+TAPROOT_EMBEDDER = env_choice("TAPROOT_EMBEDDER", "wordllama", ("wordllama", "none"))
 # Overrides for the recall ranking weights (see memories.ranking.ActivationConfig).
 TAPROOT_ACTIVATION: dict[str, float] = {}
 

@@ -68,6 +68,12 @@ def seed_profile(settings: Any) -> None:
 
 
 @pytest.fixture
+def lexical_only(settings: Any) -> None:
+    """Recall by words alone (TAPROOT_EMBEDDER=none), for tests of the lexical rule."""
+    settings.TAPROOT_EMBEDDER = "none"
+
+
+@pytest.fixture
 def make_memory(user: Any) -> Callable[..., Memory]:
     """Write a memory straight through the ORM (any field, drift included), indexed."""
 

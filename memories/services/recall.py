@@ -1,7 +1,8 @@
 """taproot_recall: rank the caller's memories by activation and strengthen what is returned."""
 
+import dataclasses
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -9,15 +10,25 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
 
-from memories.conf import activation_config, ranking_profile
+from memories.conf import activation_config, embedder, ranking_profile
+from memories.embedding import Vector
 from memories.errors import InvalidInput
 from memories.indexing import tag_key
 from memories.jsonutil import dumps
 from memories.models import Memory, RecallEntry, User
-from memories.ranking import Ranked, Relevance, parse_query, query_weights, rank
-from memories.scoring import Filters, best_candidates, statistics
+from memories.ranking import (
+    ActivationConfig,
+    Candidate,
+    Ranked,
+    Relevance,
+    parse_query,
+    query_weights,
+    rank,
+)
+from memories.scoring import Filters, OwnerIndex, best_candidates, statistics
+from memories.semantic import CACHE, cosines
 from memories.services._common import now_or
-from memories.timeutil import micros
+from memories.timeutil import isoformat, micros
 from memories.validation import (
     DEFAULT_RECALL_LIMIT,
     MAX_ITEM_LENGTH,
@@ -109,17 +120,21 @@ def parse_filters(
 
 @dataclass(frozen=True)
 class Ranking:
-    """A recall's ranked memories, and whether its query was all stop words."""
+    """A recall's ranked memories, whether its query was all stop words, and which of
+    them were found by meaning alone."""
 
     ranked: list[Ranked]
     only_stop_words: bool = False
+    meaning_only: set[uuid.UUID] = field(default_factory=set)
 
 
 def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Ranking:
     """The owner's best `filters.limit` live memories, best first. Reads only.
 
     The database scores and cuts (memories.scoring); what it returns is re-scored with
-    the reference formula, so scores, order and ties are exactly SPEC §3's.
+    the reference formula, so scores, order and ties are exactly SPEC §3's. With an
+    embedder, each lexical match's relevance blends in its cosine with the query, and
+    memories sharing no word may fill places left over (SPEC §3.2).
     """
     if filters.ids == []:  # every id given was malformed: nothing can match
         return Ranking([])
@@ -129,31 +144,107 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
     if query.only_stop_words:
         return Ranking([], only_stop_words=True)
     keyword_factor, content_factor = profile.factors(config)
+    narrowing = Filters(
+        category=filters.category, ids=filters.ids, tag_keys=filters.tag_keys, since=filters.since
+    )
     weights: dict[str, int] | None = None
     denominator = 0
+    owner_index = OwnerIndex()
+    semantic = embedder() if not query.blank else None
     if not query.blank:
-        live, df = statistics(owner.pk, query.tokens) if profile.idf else (0, {})
-        weights = query_weights(query, profile=profile, live=live, df=df, config=config)
+        owner_index = statistics(owner.pk, query.tokens) if profile.idf else owner_index
+        weights = query_weights(
+            query, profile=profile, live=owner_index.live, df=owner_index.df, config=config
+        )
         denominator = Relevance(weights, keyword_factor, content_factor).denominator
-    candidates = best_candidates(
+    query_vector = semantic.embed([filters.query or ""])[0] if semantic else None
+    band = best_candidates(
         owner.pk,
         weights=weights,
         factors=(keyword_factor, content_factor),
         denominator=denominator,
-        filters=Filters(
-            category=filters.category,
-            ids=filters.ids,
-            tag_keys=filters.tag_keys,
-            since=filters.since,
-        ),
+        filters=narrowing,
         limit=filters.limit,
         now=now,
         config=config,
+        embedder=semantic.name if semantic and query_vector is not None else None,
     )
-    ranked = rank(
-        candidates, denominator=None if weights is None else denominator, now=now, config=config
+    if query_vector is None:
+        ranked = rank(
+            band.candidates,
+            denominator=None if weights is None else denominator,
+            now=now,
+            config=config,
+        )
+        return Ranking(ranked[: filters.limit])
+    assert semantic is not None
+    order = [c.id for c in band.candidates]
+    stored = cosines(query_vector, [band.vectors.get(i) for i in order])
+    # A match without a vector (written while the embedder was off) counts cosine 0.
+    matches = [
+        dataclasses.replace(c, cosine=cosine or 0)
+        for c, cosine in zip(band.candidates, stored, strict=True)
+    ]
+    alone: list[Candidate] = []
+    if band.matched < filters.limit:
+        alone = _meaning_alone(
+            owner,
+            query_vector,
+            narrowing,
+            places=filters.limit - band.matched,
+            exclude={c.id for c in matches},
+            owner_index=owner_index,
+            now=now,
+            config=config,
+        )
+    ranked = rank(matches + alone, denominator=denominator, now=now, config=config)
+    return Ranking(ranked[: filters.limit], meaning_only={c.id for c in alone})
+
+
+def _meaning_alone(
+    owner: User,
+    query_vector: Vector,
+    narrowing: Filters,
+    *,
+    places: int,
+    exclude: set[uuid.UUID],
+    owner_index: OwnerIndex,
+    now: datetime,
+    config: ActivationConfig,
+) -> list[Candidate]:
+    """Memories sharing no word with the query whose cosine reaches the floor, the best
+    `places` of them that the filters admit, best cosine first (SPEC §3.2)."""
+    semantic = embedder()
+    assert semantic is not None
+    nearest = CACHE.nearest(
+        owner.pk,
+        query_vector,
+        embedder=semantic,
+        version=owner_index.version,
+        live=owner_index.live,
+        floor_milli=config.meaning_floor,
+        # The cache may hold memories since archived or deleted, or outside the filters.
+        limit=4 * places + 16,
+        exclude=exclude,
     )
-    return Ranking(ranked[: filters.limit])
+    if not nearest:
+        return []
+    cosine_of = dict(nearest)
+    candidate_ids = [i for i in cosine_of if narrowing.ids is None or i in narrowing.ids]
+    if not candidate_ids:
+        return []
+    admitted = best_candidates(
+        owner.pk,
+        weights=None,
+        factors=(0, 0),
+        denominator=0,
+        filters=dataclasses.replace(narrowing, ids=candidate_ids),
+        limit=len(candidate_ids),
+        now=now,
+        config=config,
+    ).candidates
+    chosen = sorted(admitted, key=lambda c: (-cosine_of[c.id], str(c.id)))[:places]
+    return [dataclasses.replace(c, cosine=cosine_of[c.id]) for c in chosen]
 
 
 def recall(
@@ -180,29 +271,38 @@ def recall(
     chosen_ids = [item.candidate.id for item in ranked]
     memories = Memory.objects.for_owner(owner).live().filter(pk__in=chosen_ids).order_by().in_bulk()
     results: list[dict[str, Any]] = []
+    stored_last_retrieved: dict[uuid.UUID, datetime | None] = {}
     truncated = False
     size = len(dumps(_reply([], filters.warnings, truncated=True)))
     for item in ranked:
         memory = memories.get(item.candidate.id)
         if memory is None:  # deleted or archived by a concurrent request since it was ranked
             continue
+        stored_last_retrieved[memory.pk] = memory.last_retrieved
         # Show the record as it will be after strengthening.
         memory.retrieval_count += 1
         memory.last_retrieved = now
         record = memory.as_record()
         record["activation_score"] = round(item.score, 3)
+        if memory.pk in ranking.meaning_only:
+            # A guess by meaning, not a retrieval: shown as stored, not strengthened.
+            record["retrieval_count"] -= 1
+            record["last_retrieved"] = isoformat(stored_last_retrieved[memory.pk])
+            record["matched_by"] = "meaning"
         added = len(dumps(record)) + 1
         if size + added > MAX_REPLY_CHARS:
             truncated = True
             break
         size += added
         results.append(record)
-    if results:
-        counts = _strengthen(owner, [uuid.UUID(r["id"]) for r in results], now=now)
+    retrieved = [uuid.UUID(r["id"]) for r in results if "matched_by" not in r]
+    if retrieved:
+        counts = _strengthen(owner, retrieved, now=now)
         # A memory deleted or archived since it was read is not returned.
-        results = [r for r in results if uuid.UUID(r["id"]) in counts]
+        results = [r for r in results if "matched_by" in r or uuid.UUID(r["id"]) in counts]
         for record in results:
-            record["retrieval_count"] = counts[uuid.UUID(record["id"])]
+            if "matched_by" not in record:
+                record["retrieval_count"] = counts[uuid.UUID(record["id"])]
     warnings = filters.warnings
     if filters.ids and (missing := _missing(owner, filters.ids, results)):
         warnings = [

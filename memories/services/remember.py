@@ -1,13 +1,14 @@
 """taproot_remember: create a memory, or update one in place (SPEC §4)."""
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
 from memories.errors import InvalidInput
-from memories.indexing import INDEXED_TEXT, refresh_hashes, reindex
+from memories.indexing import INDEXED_TEXT, Vectors, refresh_hashes, reindex, vectors_for
 from memories.models import ChangeSource, Memory, User
 from memories.services._common import get_memory, now_or, record_revision, touch
 from memories.validation import (
@@ -17,6 +18,7 @@ from memories.validation import (
     coerce_bool,
     coerce_category,
     coerce_epistemic_status,
+    coerce_memory_id,
     coerce_salience,
     coerce_string_list,
     optional_text,
@@ -113,6 +115,8 @@ def remember(
             "(only those change)."
         )
 
+    # Embedded before the write transaction: on SQLite it holds the one write lock.
+    ahead = _embed_ahead(owner, update_id, fields, now)
     with transaction.atomic():
         if update_id is not None:
             memory = get_memory(owner, update_id, for_update=True, field="update_id")
@@ -122,12 +126,40 @@ def remember(
                     "first with taproot_forget(action='unarchive')."
                 )
         else:
-            memory = Memory(id=uuid.uuid4(), owner=owner, created_at=now)
+            memory = Memory(id=ahead.memory_id, owner=owner, created_at=now)
         if links is not None:
             fields["linked_memories"] = _own_links(owner, links, memory.pk, warnings)
         if creating:
-            return _create(memory, fields, warnings, now)
-        return _update(memory, fields, warnings, source, now)
+            return _create(memory, fields, warnings, now, ahead.vectors)
+        return _update(memory, fields, warnings, source, now, ahead.vectors)
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    memory_id: uuid.UUID
+    vectors: Vectors | None
+
+
+def _embed_ahead(owner: User, update_id: Any, fields: dict[str, Any], now: datetime) -> _Ahead:
+    """The memory's vector as it will be after this write, computed before the write: for
+    a new memory from the fields given, for an update from the stored memory read without
+    a lock (if another write changes its text meanwhile, reindex embeds it again)."""
+    if update_id is None:
+        draft = Memory(id=uuid.uuid4(), owner=owner, created_at=now, **fields)
+    elif INDEXED_TEXT & fields.keys():
+        try:
+            memory_id = coerce_memory_id(update_id, field="update_id")
+        except InvalidInput:
+            return _Ahead(uuid.uuid4(), None)  # refused inside, with the usual message
+        stored = Memory.objects.for_owner(owner).filter(pk=memory_id).first()
+        if stored is None:
+            return _Ahead(memory_id, None)
+        draft = stored
+        for name, value in fields.items():
+            setattr(draft, name, value)
+    else:
+        return _Ahead(uuid.uuid4(), None)
+    return _Ahead(draft.pk, vectors_for([draft]))
 
 
 def _own_links(owner: User, links: list[str], self_id: uuid.UUID, warnings: list[str]) -> list[str]:
@@ -154,7 +186,11 @@ def _own_links(owner: User, links: list[str], self_id: uuid.UUID, warnings: list
 
 
 def _create(
-    memory: Memory, fields: dict[str, Any], warnings: list[str], now: datetime
+    memory: Memory,
+    fields: dict[str, Any],
+    warnings: list[str],
+    now: datetime,
+    vectors: Vectors | None,
 ) -> dict[str, Any]:
     for name, value in fields.items():
         setattr(memory, name, value)
@@ -163,7 +199,7 @@ def _create(
     refresh_hashes(memory)
     duplicate = _find_duplicate(memory)
     memory.save(force_insert=True)
-    reindex([memory], new=True)
+    reindex([memory], new=True, vectors=vectors)
     if duplicate is not None:
         warnings.append(
             f"A live memory with the same {duplicate[1]} already exists: {duplicate[0]}. "
@@ -185,7 +221,12 @@ def _find_duplicate(memory: Memory) -> tuple[str, str] | None:
 
 
 def _update(
-    memory: Memory, fields: dict[str, Any], warnings: list[str], source: ChangeSource, now: datetime
+    memory: Memory,
+    fields: dict[str, Any],
+    warnings: list[str],
+    source: ChangeSource,
+    now: datetime,
+    vectors: Vectors | None,
 ) -> dict[str, Any]:
     before = memory.tracked_state()
     for name, value in fields.items():
@@ -197,7 +238,7 @@ def _update(
     memory.save()
     record_revision(memory, before, source=source, action="update", now=now)
     # updated_at moved (and maybe salience or category): recall's entry always changes.
-    reindex([memory], text_changed=bool(INDEXED_TEXT & fields.keys()))
+    reindex([memory], text_changed=bool(INDEXED_TEXT & fields.keys()), vectors=vectors)
     return _reply("updated", memory, warnings)
 
 

@@ -22,6 +22,8 @@ from memories.services import archive, recall, unarchive
 from tests.conftest import NOW
 
 LATER = NOW + timedelta(hours=1)
+# The lexical rule alone: recall by meaning has tests of its own (test_meaning).
+pytestmark = pytest.mark.usefixtures("lexical_only")
 
 
 # --- tokens ----------------------------------------------------------------------------
@@ -133,14 +135,14 @@ def test_words_every_memory_holds_weigh_alike_rather_than_dividing_by_zero():
 
 @pytest.mark.django_db
 def test_statistics_count_live_memories_and_document_frequencies(user, worked_store):
-    assert statistics(user.pk, ["cello", "morn", "scale", "absent"]) == (
-        4,
-        {"cello": 2, "morn": 2, "scale": 1},
-    )
+    stats = statistics(user.pk, ["cello", "morn", "scale", "absent"])
+    assert (stats.live, stats.df) == (4, {"cello": 2, "morn": 2, "scale": 1})
     archive(owner=user, memory_id=worked_store["repair"].pk, now=LATER)
-    assert statistics(user.pk, ["cello", "morn"]) == (3, {"cello": 1, "morn": 2})
+    stats = statistics(user.pk, ["cello", "morn"])
+    assert (stats.live, stats.df) == (3, {"cello": 1, "morn": 2})
     unarchive(owner=user, memory_id=worked_store["repair"].pk, now=LATER)
-    assert statistics(user.pk, ["cello", "morn"]) == (4, {"cello": 2, "morn": 2})
+    stats = statistics(user.pk, ["cello", "morn"])
+    assert (stats.live, stats.df) == (4, {"cello": 2, "morn": 2})
 
 
 @pytest.mark.django_db
@@ -173,7 +175,8 @@ def test_archived_memories_do_not_count_towards_the_weights(user, worked_store):
     # query its share stays whole; the practice memory keeps its score.
     after = recall(owner=user, query="cello", limit=1, now=LATER + timedelta(days=1))
     assert after["results"][0]["id"] == before["id"] == str(worked_store["practice"].pk)
-    assert statistics(user.pk, ["cello"]) == (3, {"cello": 1})
+    stats = statistics(user.pk, ["cello"])
+    assert (stats.live, stats.df) == (3, {"cello": 1})
 
 
 @pytest.mark.django_db

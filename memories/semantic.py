@@ -1,0 +1,176 @@
+"""Recall by meaning (SPEC §3.2): memory vectors, their exact cosines, and each worker's
+cache of an owner's vectors.
+
+A cosine here is the dot product of two stored (float16) unit vectors, computed exactly in
+integers and rounded once to thousandths, so it is the same number on every backend,
+machine and run; negative cosines count as 0. The cache holds each owner's vectors as a
+float32 matrix for a quick scan (recall's "meaning alone" places); exact cosines are
+always taken from the stored values.
+"""
+
+import threading
+import uuid
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from memories.embedding import STORED_DTYPE, Embedder, Vector, from_bytes, to_bytes
+
+# float16 values are whole multiples of 2**-24, so scaled by 2**24 they are exact integers,
+# and so are the products of two of them (2**-48).
+_SCALE = 2**24
+_PRODUCT = _SCALE * _SCALE
+
+
+def memory_text(*, gist: str, content: str, tags: Sequence[str], keywords: Sequence[str]) -> str:
+    """What a memory's vector is made of: gist, keywords, tags and content."""
+    return "\n".join([gist, " ".join(keywords), " ".join(tags), content])
+
+
+def stored(vector: Vector | None) -> bytes:
+    """A vector as stored; no bytes for a text without tokens."""
+    return b"" if vector is None else to_bytes(vector)
+
+
+def as_integers(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
+    """Rows of float16 values (held as float32) as exact integers, scaled by 2**24."""
+    return (vectors.astype(np.float64) * _SCALE).astype(np.int64)
+
+
+def cosine_milli(dot: int) -> int:
+    """max(0, cosine) in thousandths, rounded half to even, from an exact scaled dot."""
+    if dot <= 0:
+        return 0
+    whole, rest = divmod(1000 * dot, _PRODUCT)
+    if 2 * rest > _PRODUCT or (2 * rest == _PRODUCT and whole % 2):
+        whole += 1
+    return int(whole)
+
+
+def cosines(query: Vector, vectors: Sequence[bytes | None]) -> list[int | None]:
+    """Exact cosines (thousandths) of the query with stored vectors; None where a memory
+    has no vector."""
+    present = [i for i, data in enumerate(vectors) if data]
+    result: list[int | None] = [None] * len(vectors)
+    if not present:
+        return result
+    matrix = np.stack([from_bytes(vectors[i]) for i in present])  # type: ignore[arg-type]
+    dots = as_integers(matrix) @ as_integers(query_stored(query))
+    for i, dot in zip(present, dots.tolist(), strict=True):
+        result[i] = cosine_milli(dot)
+    return result
+
+
+def query_stored(query: Vector) -> npt.NDArray[np.float32]:
+    """The query vector rounded as a stored one is, so both sides are float16 values."""
+    return query.astype(STORED_DTYPE).astype(np.float32)
+
+
+class OwnerVectors:
+    """One owner's vectors as a worker holds them: rows of a float32 matrix that grows by
+    doubling, so taking in a new memory copies nothing."""
+
+    def __init__(self, embedder: str, dimension: int) -> None:
+        self.embedder = embedder
+        self.version = -1
+        self.ids: list[uuid.UUID] = []
+        self.row_of: dict[uuid.UUID, int] = {}
+        self._rows = np.zeros((1024, dimension), dtype=np.float32)
+        # Rows whose memory has no vector now (its text lost every token).
+        self.empty: set[int] = set()
+
+    @property
+    def matrix(self) -> npt.NDArray[np.float32]:
+        return self._rows[: len(self.ids)]
+
+    def apply(self, rows: Iterable[tuple[uuid.UUID, bytes]]) -> None:
+        """Take in new or changed vectors (no bytes: the memory has none now)."""
+        for memory_id, data in rows:
+            row = self.row_of.get(memory_id)
+            if row is None:
+                row = self.row_of[memory_id] = len(self.ids)
+                self.ids.append(memory_id)
+                if row == len(self._rows):
+                    self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
+            if data:
+                self._rows[row] = from_bytes(data)
+                self.empty.discard(row)
+            else:
+                self._rows[row] = 0
+                self.empty.add(row)
+
+    def nearest(
+        self, query: Vector, *, floor_milli: int, limit: int, exclude: set[uuid.UUID]
+    ) -> list[tuple[uuid.UUID, int]]:
+        """Up to `limit` memories whose exact cosine reaches the floor, best first (ties by
+        id): a float32 scan finds them, with room for its rounding, then exact cosines."""
+        if not self.ids:
+            return []
+        target = query_stored(query)
+        approx = self.matrix @ target
+        reach = np.flatnonzero(approx >= floor_milli / 1000 - 0.002)
+        reach = reach[np.argsort(-approx[reach], kind="stable")]
+        found: list[tuple[uuid.UUID, int]] = []
+        exact_query = as_integers(target)
+        # More than asked for: exact rounding may reorder near neighbours.
+        for start in range(0, len(reach), 4 * limit + 16):
+            chunk = [i for i in reach[start : start + 4 * limit + 16].tolist()]
+            dots = as_integers(self.matrix[chunk]) @ exact_query
+            for i, dot in zip(chunk, dots.tolist(), strict=True):
+                milli = cosine_milli(dot)
+                if milli >= floor_milli and self.ids[i] not in exclude and i not in self.empty:
+                    found.append((self.ids[i], milli))
+            if len(found) >= limit:
+                break
+        found.sort(key=lambda pair: (-pair[1], str(pair[0])))
+        return found[:limit]
+
+
+class VectorCache:
+    """Each owner's vectors, kept per worker process and brought up to date by version:
+    a write to an owner's index moves RecallIndex.version and stamps the vectors it
+    writes with it, so a cache reads only the vectors newer than what it holds. One lock
+    guards refresh and use alike: a scan never sees a row half written."""
+
+    def __init__(self) -> None:
+        self._owners: dict[int, OwnerVectors] = {}
+        self._lock = threading.Lock()
+
+    def nearest(
+        self,
+        owner_id: int,
+        query: Vector,
+        *,
+        embedder: Embedder,
+        version: int,
+        live: int,
+        floor_milli: int,
+        limit: int,
+        exclude: set[uuid.UUID],
+    ) -> list[tuple[uuid.UUID, int]]:
+        """The owner's memories nearest the query by exact cosine (see OwnerVectors)."""
+        from memories.models import MemoryVector
+
+        with self._lock:
+            held = self._owners.get(owner_id)
+            # Vectors of deleted memories stay until a reload; reload when they pile up.
+            if held is None or held.embedder != embedder.name or len(held.ids) > 1.25 * live + 100:
+                held = self._owners[owner_id] = OwnerVectors(embedder.name, embedder.dimension)
+            if held.version != version:
+                rows = MemoryVector.objects.filter(
+                    owner_id=owner_id, embedder=embedder.name, version__gt=held.version
+                ).order_by("version", "memory_id")
+                held.apply(
+                    (memory_id, bytes(data))
+                    for memory_id, data in rows.values_list("memory_id", "vector")
+                )
+                held.version = version
+            return held.nearest(query, floor_milli=floor_milli, limit=limit, exclude=exclude)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._owners.clear()
+
+
+CACHE = VectorCache()
