@@ -249,13 +249,25 @@ def build_reflect_payload(
 
 
 def catalog_note(*, omitted: int, cut: int, window_days: int) -> str:
-    note = (
-        f"{omitted} memor{'y is' if omitted == 1 else 'ies are'} not listed: lower-salience "
-        f"and untouched for more than {window_days} days"
-    )
-    if cut:
-        note += (
-            f", and {cut} more {'was' if cut == 1 else 'were'} left out to keep this payload "
-            "under its token budget"
+    """One sentence on the catalog; it speaks of left-out memories only when there are some."""
+    if not omitted and not cut:
+        return (
+            "Every memory is listed; taproot_recall(query|category|ids) gives the full text "
+            "of any catalog line."
         )
+    if not omitted:
+        note = (
+            f"{cut} memor{'y is' if cut == 1 else 'ies are'} not listed: left out to keep "
+            "this payload under its token budget"
+        )
+    else:
+        note = (
+            f"{omitted} memor{'y is' if omitted == 1 else 'ies are'} not listed: "
+            f"lower-salience and untouched for more than {window_days} days"
+        )
+        if cut:
+            note += (
+                f", and {cut} more {'was' if cut == 1 else 'were'} left out to keep this "
+                "payload under its token budget"
+            )
     return note + "; all stay reachable with taproot_recall(query|category|ids)."

@@ -50,6 +50,19 @@ def test_preview_shows_core_in_full_catalog_lines_omitted_counts_and_closings(
     assert "Gardens" in html
 
 
+def test_catalog_note_under_the_catalog_is_the_payloads_and_quiet_when_nothing_is_left_out(
+    logged_in, user, make_memory
+):
+    make_memory(category="error", gist="Do not guess dates", salience="high")
+
+    html = sidebar(logged_in.get(URL).text)
+
+    note = html.split('<p class="small muted catalog-note">', 1)[1].split("</p>", 1)[0]
+    assert note == escape(reflect(owner=user).payload["catalog_note"])
+    assert note.startswith("Every memory is listed")
+    assert "0 memories" not in html
+
+
 def test_raw_view_is_exactly_the_text_reflect_sends_escaped(logged_in, user, make_memory):
     make_memory(core=True, content='Quotes " and <b>tags</b> & ampersands')
 

@@ -195,9 +195,25 @@ def test_omitted_counts_and_the_note_name_the_window():
 
 def test_catalog_note_reads_well_for_one_and_for_cuts():
     assert catalog_note(omitted=1, cut=0, window_days=45).startswith("1 memory is not listed")
-    with_cut = catalog_note(omitted=0, cut=2, window_days=45)
-    assert "2 more were left out" in with_cut and "token budget" in with_cut
-    assert with_cut.count(".") == 1  # one sentence
+    both = catalog_note(omitted=3, cut=2, window_days=45)
+    assert both.startswith("3 memories are not listed: lower-salience")
+    assert "2 more were left out" in both and "token budget" in both
+    only_cut = catalog_note(omitted=0, cut=2, window_days=45)
+    assert only_cut.startswith("2 memories are not listed: left out to keep this payload")
+    assert "45 days" not in only_cut
+    for note in (both, only_cut):
+        assert note.count(".") == 1  # one sentence
+        assert note.endswith("all stay reachable with taproot_recall(query|category|ids).")
+
+
+def test_catalog_note_speaks_of_no_left_out_memories_when_none_is():
+    note = build(catalog=mixed_catalog()).payload["catalog_note"]
+    assert note == catalog_note(omitted=0, cut=0, window_days=45)
+    assert not any(word in note for word in ("0 memories", "not listed", "left out", "days"))
+    assert note.startswith("Every memory is listed")
+    assert "taproot_recall(query|category|ids)" in note
+    assert note.count(".") == 1  # one sentence
+    assert list(build().payload) == PAYLOAD_KEYS  # the key stays, in its place
 
 
 def test_closings_show_the_title_only_when_set_and_keep_their_order():
