@@ -8,9 +8,9 @@ from django.http import QueryDict
 
 from memories.models import MemoryQuerySet, Salience, Tier
 from memories.validation import MAX_GIST
-from memories.vocabulary import CATEGORY_ORDER
+from memories.vocabulary import CATEGORY_ORDER, category_label
 
-CATEGORY_CHOICES = [(c, c.replace("_", " ")) for c in CATEGORY_ORDER]
+CATEGORY_CHOICES = [(c, category_label(c)) for c in CATEGORY_ORDER]
 SALIENCE_CHOICES = [(s.value, s.value) for s in Salience]
 TIER_CHOICES = [("", "Any tier")] + [(t.value, t.value) for t in Tier]
 MAX_SEARCH = 200

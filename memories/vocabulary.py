@@ -32,6 +32,12 @@ LEGACY_CATEGORIES: Final[dict[str, str]] = {
 }
 
 
+def category_label(category: str) -> str:
+    """A category as a person reads it in the dashboard and the admin ("active thread");
+    the tools, the payload and exports keep the stored value."""
+    return category.replace("_", " ")
+
+
 def home_category(category: str) -> str:
     """Where a stored category belongs: itself, its canonical name, or error."""
     folded = category.strip().lower()

@@ -5,6 +5,7 @@ from urllib.parse import urlsplit
 
 from django import template
 
+from memories.vocabulary import category_label as vocabulary_category_label
 from memories.vocabulary import home_category as vocabulary_home_category
 
 register = template.Library()
@@ -33,14 +34,22 @@ def home_category(value: Any) -> str:
 
 @register.filter
 def category_label(value: Any) -> str:
+    return vocabulary_category_label(str(value))
+
+
+@register.filter
+def field_label(value: Any) -> str:
+    """A memory field's name as a person reads it ("search keywords")."""
     return str(value).replace("_", " ")
 
 
 @register.filter
-def shown_value(value: Any) -> str:
-    """A revision value as a person reads it."""
+def shown_value(value: Any, field: str = "") -> str:
+    """A revision value as a person reads it (a category spelled as everywhere else)."""
     if value is None or value == "":
         return "—"
+    if field == "category" and isinstance(value, str):
+        return vocabulary_category_label(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, list):

@@ -10,6 +10,7 @@ from memories import services
 from memories.models import Closing, Memory, MemoryTag, Revision, Snapshot
 from memories.services.normalise import migrate
 from tests.conftest import NOW
+from tests.page_text import page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +62,26 @@ def test_the_list_shows_every_users_memories_with_their_columns(admin_client, ma
         "owner",
     ):
         assert column in headers
+
+
+def test_the_list_filter_and_change_page_spell_a_category_as_the_dashboard_does(
+    admin_client, make_memory
+):
+    thread = make_memory(gist="Drafting chapter three", category="active_thread")
+    make_memory(gist="An old name", category="active_threads")  # drifted, still filterable
+
+    listing = admin_client.get(CHANGELIST)
+    filtered = admin_client.get(CHANGELIST, {"category": "active_thread"})
+    change = admin_client.get(change_url(thread))
+
+    for response in (listing, filtered, change):
+        text = page_text(response.content.decode())
+        assert "active thread" in text
+        assert "active_thread" not in text
+        assert "Active Thread" not in text
+    assert "By category All active thread active threads" in page_text(listing.content.decode())
+    assert listed(filtered) == {thread.pk}
+    assert 'href="?category=active_thread"' in listing.content.decode()  # the stored value
 
 
 def test_the_list_query_count_does_not_grow_with_the_page(admin_client, make_memory):

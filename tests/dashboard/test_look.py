@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from memories.models import ChangeSource
-from memories.services import archive, close
+from memories.services import archive, close, remember
 from memories.vocabulary import CATEGORY_ORDER
 from tests.dashboard.conftest import htmx
+from tests.page_text import page_text
 
 STATIC = Path(__file__).resolve().parents[2] / "static" / "css"
 BASE_CSS = (STATIC / "taproot.css").read_text()
@@ -180,3 +181,24 @@ def test_the_login_page_labels_its_fields(client):
     missing, count = unlabelled_controls(client.get("/accounts/login/").text)
 
     assert (missing, count) == ([], 2)
+
+
+@pytest.mark.django_db
+def test_a_category_is_spelled_one_way_wherever_a_person_reads_it(logged_in, user, make_memory):
+    memory = make_memory(category="episodic", gist="Drafting chapter three")
+    remember(owner=user, update_id=str(memory.pk), category="active_thread")
+    pages = {
+        "list": logged_in.get("/dashboard/"),
+        "list filtered": logged_in.get("/dashboard/?category=active_thread"),
+        "detail": logged_in.get(f"/dashboard/memories/{memory.pk}/"),
+        "preview": logged_in.get("/dashboard/preview/"),
+    }
+
+    for name, response in pages.items():
+        text = page_text(response.text)
+        assert "active thread" in text, name
+        assert "active_thread" not in text, name
+        assert "Active Thread" not in text, name
+    detail = page_text(pages["detail"].text)
+    assert "category active thread" in detail  # the fields
+    assert "category episodic active thread" in detail  # the revision: before, after
