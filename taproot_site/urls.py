@@ -11,6 +11,7 @@ urlpatterns = [
     path("", include(oauth_urls)),
     path("", RedirectView.as_view(pattern_name="dashboard:index"), name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("dashboard/", include("dashboard.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

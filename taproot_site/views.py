@@ -2,14 +2,17 @@
 
 import logging
 
+from django.conf import settings
 from django.db import DatabaseError, connection
-from django.http import HttpRequest, JsonResponse
-from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import cache_control, never_cache
+from django.views.decorators.http import require_GET, require_safe
 
 from taproot_site.busy import is_pool_timeout
 
 logger = logging.getLogger("taproot.health")
+
+FAVICON = settings.BASE_DIR / "static" / "img" / "favicon.ico"
 
 
 @never_cache
@@ -26,3 +29,10 @@ def healthz(request: HttpRequest) -> JsonResponse:
         logger.exception("health check: database unreachable")
         return JsonResponse({"status": "error", "database": "unreachable"}, status=503)
     return JsonResponse({"status": "ok", "database": "ok"})
+
+
+@require_safe
+@cache_control(public=True, max_age=24 * 60 * 60)
+def favicon(request: HttpRequest) -> HttpResponse:
+    """The icon the pages link, also at the root, where browsers and tools look first."""
+    return HttpResponse(FAVICON.read_bytes(), content_type="image/x-icon")

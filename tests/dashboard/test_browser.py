@@ -84,7 +84,7 @@ class Session:
             self.errors.append(message.text)
 
     def _response(self, response: Any) -> None:
-        if response.status >= 400 and not response.url.endswith("/favicon.ico"):
+        if response.status >= 400:
             self.failed.append((response.status, response.url))
 
     def close(self) -> None:

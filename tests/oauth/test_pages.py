@@ -88,3 +88,31 @@ def test_consent_page_policy_lets_the_decision_redirect_to_claude(claude_flow):
         assert "https://claude.ai" in directives["form-action"]
         assert "https://claude.com" in directives["form-action"]
     assert "script-src" in directives  # the page does carry the site's policy
+
+
+def test_favicon_ico_at_the_root_is_the_sites_icon(client):
+    response = client.get("/favicon.ico")
+
+    icon = settings.BASE_DIR / "static" / "img" / "favicon.ico"
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/x-icon"
+    assert icon.exists() and response.content == icon.read_bytes()
+    assert response.content.startswith(b"\x00\x00\x01\x00")  # an ICO file
+    assert "max-age=86400" in response["Cache-Control"]
+    assert client.head("/favicon.ico").status_code == 200
+
+
+@pytest.mark.parametrize("page", ["login", "consent"])
+def test_login_and_consent_pages_link_an_icon_that_answers(request, client, page):
+    if page == "consent":
+        response = request.getfixturevalue("claude_flow").consent_page()
+    else:
+        response = client.get("/accounts/login/")
+    assert response.status_code == 200
+
+    icons = re.findall(r'<link rel="icon" href="([^"]+)"', response.content.decode())
+
+    assert icons, "no icon linked: browsers then ask /favicon.ico"
+    for href in icons:
+        assert client.get(href).status_code == 200, href
