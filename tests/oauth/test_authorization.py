@@ -53,11 +53,25 @@ def test_consent_page_shows_client_name_redirect_host_and_resource(claude_flow):
     assert page.status_code == 200
     html = page.content.decode()
     assert "Claude" in html
-    assert "<code>claude.ai</code>" in html
-    assert f"<code>{settings.TAPROOT_MCP_URL}</code>" in html
+    assert "<code>claude.<wbr>ai</code>" in html
+    assert "<code>http://<wbr>127.<wbr>0.<wbr>0.<wbr>1:8000/<wbr>mcp</code>" in html
     assert "Read and write your Taproot memories" in html
     assert 'name="allow"' in html and ">Deny<" in html
     assert "alice" in html
+
+
+def test_consent_page_lets_the_resource_wrap_only_after_slashes_and_dots(claude_flow, settings):
+    settings.TAPROOT_MCP_URL = "https://memories.taproot-garden.example.com/mcp"
+
+    html = claude_flow.consent_page(resource=None).content.decode()
+
+    resource = html.split("<dt>Wants access to</dt>", 1)[1].split("</dd>", 1)[0]
+    assert resource == (
+        "\n        <dd><code>https://<wbr>memories.<wbr>taproot-garden.<wbr>example.<wbr>com/<wbr>mcp"
+        "</code>"
+    )
+    host = html.split("<dt>Sends you back to</dt>", 1)[1].split("</dd>", 1)[0]
+    assert host.endswith("<dd><code>claude.<wbr>ai</code>")
 
 
 def test_consent_page_escapes_a_hostile_client_name(logged_in, client):
@@ -92,7 +106,7 @@ def test_deny_redirects_with_access_denied_and_issues_nothing(claude_flow):
 
 def test_missing_resource_gets_the_mcp_resource(claude_flow):
     page = claude_flow.consent_page(resource=None)
-    assert f"<code>{settings.TAPROOT_MCP_URL}</code>" in page.content.decode()
+    assert f"<code>{settings.TAPROOT_MCP_URL}</code>" in page.content.decode().replace("<wbr>", "")
     claude_flow.code(resource=None)
     assert Grant.objects.get().resource == [settings.TAPROOT_MCP_URL]
 
