@@ -179,6 +179,19 @@ def test_log_in_then_filter_by_two_categories_and_search(session, store):
     expect(page.locator("#filters").get_by_label("relationship", exact=True)).to_be_checked()
 
 
+def test_a_category_reads_the_same_on_the_cards_the_filters_and_the_preview(session, store):
+    page = session.log_in()
+    # As the browser draws them, styles (text-transform) included.
+    shown = [
+        card(page, store["thread"]).locator(".category").inner_text(),
+        page.locator("#filters label.chip.cat-active_thread").inner_text(),
+        page.locator("#reflect-preview h4.cat-active_thread").first.inner_text(),
+        page.locator("#reflect-preview tr.cat-active_thread th").inner_text(),
+    ]
+
+    assert [text.strip().split("\n")[0] for text in shown] == ["active thread"] * 4
+
+
 def test_salience_change_updates_preview_and_size_without_reload(session, store):
     from playwright.sync_api import expect
 
