@@ -418,6 +418,43 @@ def test_on_a_phone_the_preview_opens_full_screen(browser, live_server_process, 
         phone.close()
 
 
+def test_on_a_phone_the_memory_page_keeps_its_buttons_button_sized_and_in_order(
+    browser, live_server_process, store, user
+):
+    tea = store["tea"]
+    edit_gist(owner=user, memory_id=tea.pk, gist="Drinks tea", source=ChangeSource.TOOL)
+    phone = Session(
+        browser, live_server_process.url, viewport={"width": 390, "height": 844}, is_mobile=True
+    )
+    try:
+        page = phone.log_in(f"/dashboard/memories/{tea.pk}/")
+        edit = page.get_by_role("link", name="Edit gist").bounding_box()
+        delete = page.get_by_role("link", name="Delete…").bounding_box()
+        revision = page.locator(".revision")
+        before = revision.get_by_role("button", name="Restore as it was before").bounding_box()
+        after = revision.get_by_role("button", name="Restore as it was after").bounding_box()
+
+        # Edit gist, then Delete…, side by side as on a desktop.
+        assert edit["y"] == delete["y"]
+        assert edit["x"] + edit["width"] <= delete["x"]
+        assert edit["width"] == delete["width"]
+        # The restore buttons in reading order: before, then after.
+        assert before["y"] + before["height"] <= after["y"]
+        for box in (edit, delete, before, after):
+            assert box["height"] <= 44, box  # a button, not an 8rem slab
+
+        page.get_by_role("link", name="Edit gist").click()
+        page.wait_for_url(f"**/dashboard/memories/{tea.pk}/gist/")
+        save = page.get_by_role("button", name="Save gist").bounding_box()
+        cancel = page.get_by_role("link", name="Cancel").bounding_box()
+        # A form's main choice on top; both full width and button-sized.
+        assert save["y"] + save["height"] <= cancel["y"]
+        assert save["width"] == cancel["width"] > 300
+        assert max(save["height"], cancel["height"]) <= 48
+    finally:
+        phone.close()
+
+
 def test_screenshots_of_the_main_view(request, browser, live_server_process, user, make_memory):
     """With --screenshots: the memory list and preview, desktop and phone, light and dark."""
     if not request.config.getoption("--screenshots"):
