@@ -55,7 +55,11 @@ ensure_venv() {
     if [ "$installed" != "$want" ] && { [ -n "$extras" ] || [ "${installed%%\[*}" != "$hash" ]; }; then
         echo "Installing Taproot${extras:+ with [$extras]} into $VENV ..." >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2 || return 1
-        "$VENV/bin/python" -m pip install --quiet -c "$TAPROOT_ROOT/constraints.txt" \
+        # setuptools warns on every editable install that folders named like a package may
+        # shadow it, a banner pip relays even with --quiet; this one warning is ignored
+        # (by its text), anything else the build or pip says still shows.
+        PYTHONWARNINGS="${PYTHONWARNINGS:+$PYTHONWARNINGS,}ignore:Editable installation.:UserWarning" \
+            "$VENV/bin/python" -m pip install --quiet -c "$TAPROOT_ROOT/constraints.txt" \
             -e "$TAPROOT_ROOT${extras:+[$extras]}" >&2 || return 1
         echo "$want" > "$stamp"
     fi
