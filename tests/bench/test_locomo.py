@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import locomo
-from bench.shared import locomo_dev_split, reference_scorer
+from bench.shared import locomo_dev_split, missing_reference, reference_scorer
 from tests.conftest import require_tool
 
 REFERENCE = reference_scorer()
@@ -110,9 +110,37 @@ def test_stop_words_and_punctuation_are_not_words() -> None:
 
 
 def _reference_available() -> None:
-    require_tool(
-        REFERENCE.exists() and DEV_SPLIT.exists(), f"{REFERENCE} and {DEV_SPLIT} are needed"
-    )
+    reason = missing_reference()
+    require_tool(reason is None, reason or "")
+
+
+def test_without_the_shared_material_the_skip_says_what_is_missing_and_where_to_put_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAPROOT_SHARED_DIR", str(tmp_path))
+    monkeypatch.delenv("CI", raising=False)  # in CI a missing tool fails instead
+
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        _reference_available()
+
+    reason = str(skipped.value)
+    assert reason == missing_reference()
+    for words in (
+        "shared benchmark material",
+        "outside the repository",
+        "LoCoMo reference scorer and development split",
+        f"bench/locomo_eval_reference.py, data/locomo/locomo-dev.json not found in {tmp_path}",
+        "beside the checkout as ../shared",
+        "TAPROOT_SHARED_DIR",
+    ):
+        assert words in reason
+
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "locomo_eval_reference.py").write_text("")
+    assert f"(data/locomo/locomo-dev.json not found in {tmp_path})" in (missing_reference() or "")
+    (tmp_path / "data" / "locomo").mkdir(parents=True)
+    (tmp_path / "data" / "locomo" / "locomo-dev.json").write_text("[]")
+    assert missing_reference() is None
 
 
 @pytest.mark.parametrize("unit", locomo.UNITS)
