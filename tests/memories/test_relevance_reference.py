@@ -14,11 +14,12 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memories.conf import activation_config, ranking_profile
+from memories.conf import activation_config, embedder, ranking_profile
 from memories.indexing import tag_key
 from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.ranking import MemoryValues, parse_query, reference_rank
 from memories.scoring import statistics
+from memories.semantic import cosines, memory_text, stored
 from memories.services import (
     archive,
     compress,
@@ -195,9 +196,34 @@ def values(memory: Memory) -> MemoryValues:
     )
 
 
-@pytest.fixture(params=["taproot", "seed"])
+@pytest.fixture(params=["taproot, hybrid", "taproot, words only", "seed"])
 def profile(request, settings):
-    settings.TAPROOT_RANKING = request.param
+    settings.TAPROOT_RANKING = request.param.split(",")[0]
+    settings.TAPROOT_EMBEDDER = "none" if "words only" in request.param else "wordllama"
+
+
+def cosine_with(query: str):
+    """Each memory's cosine with the query as SPEC §3.2 defines it, from vectors embedded
+    here from the memory's text (not read from the store): None when recall does not
+    blend in meaning."""
+    semantic = embedder()
+    if semantic is None:
+        return None
+    query_vector = semantic.embed([query])[0]
+    if query_vector is None:
+        return None
+
+    def cosine(memory: MemoryValues) -> int | None:
+        text = memory_text(
+            gist=memory.gist,
+            content=memory.content,
+            tags=memory.tags,
+            keywords=memory.search_keywords,
+        )
+        vector = semantic.embed([text])[0]
+        return cosines(query_vector, [stored(vector) if vector is not None else None])[0]
+
+    return cosine
 
 
 @settings(
@@ -261,6 +287,7 @@ def test_database_ranking_equals_the_reference(
             now=now,
             config=activation_config(),
             among=among,
+            cosine=cosine_with(query),
         )
         filters = parse_filters(
             query=query,
@@ -289,4 +316,4 @@ def test_database_ranking_equals_the_reference(
             for m in live
         ]
         df = {key: n for key in keys if (n := sum(key in tokens for tokens in held))}
-        assert stats == (len(live), df)
+        assert (stats.live, stats.df) == (len(live), df)
