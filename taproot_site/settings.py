@@ -188,6 +188,11 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
 }
 
+# django-oauth-toolkit's own models, named here because its models are swappable: a
+# migration that points at them (taproot_site/oauth's) is written against these settings.
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

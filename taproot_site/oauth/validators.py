@@ -1,12 +1,16 @@
-"""django-oauth-toolkit's request validator, with every grant and token bound to /mcp."""
+"""django-oauth-toolkit's request validator, with every grant and token bound to /mcp and
+every authorization code good for one exchange only (see codes.py)."""
 
 from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError
+from oauth2_provider.models import get_grant_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.common import Request
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
+from taproot_site.oauth import codes
 from taproot_site.oauth.redirects import is_loopback_http
 from taproot_site.oauth.resource import ForeignResource, bind_to_mcp
 
@@ -71,10 +75,80 @@ class TaprootOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
     def validate_code(
         self, client_id: str, code: str, client: Any, request: Request, *args: Any, **kwargs: Any
     ) -> bool:
-        if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+        # No grant (expired, never issued, or exchanged and deleted), or a grant whose
+        # exchange has saved its tokens but not yet deleted it: a code exchanged before
+        # revokes what that exchange gave.
+        valid = super().validate_code(client_id, code, client, request, *args, **kwargs)
+        if not valid or codes.already_exchanged(code, client):
+            codes.revoke_what_it_gave(code, client)
             return False
         self._bind_requested_resource(request)
         return True
+
+    # django-oauth-toolkit reads the grant again after validate_code has found it, and
+    # another exchange of the same code may have deleted it in between.
+    def get_code_challenge(self, code: str, request: Request) -> str | None:
+        with codes.grant_still_there(request):
+            challenge: str | None = super().get_code_challenge(code, request)
+        return challenge
+
+    def get_code_challenge_method(self, code: str, request: Request) -> str | None:
+        with codes.grant_still_there(request):
+            method: str | None = super().get_code_challenge_method(code, request)
+        return method
+
+    def confirm_redirect_uri(
+        self,
+        client_id: str,
+        code: str,
+        redirect_uri: str,
+        client: Any,
+        request: Request,
+        *args: Any,
+        **kwargs: Any,
+    ) -> bool:
+        with codes.grant_still_there(request):
+            allowed: bool = super().confirm_redirect_uri(
+                client_id, code, redirect_uri, client, request, *args, **kwargs
+            )
+        return allowed
+
+    def save_bearer_token(
+        self, token: dict[str, Any], request: Request, *args: Any, **kwargs: Any
+    ) -> Any:
+        # When another exchange of this code got there first, nothing of this one is saved.
+        try:
+            return super().save_bearer_token(token, request, *args, **kwargs)
+        except codes.CodeReplayed:
+            codes.revoke_what_it_gave(request.code, request.client)
+            raise codes.ReplayedCodeError(request=request) from None
+        except IntegrityError:
+            # The unique code checksum, should the grant's lock not have held it back.
+            if request.grant_type != "authorization_code" or not codes.revoke_what_it_gave(
+                request.code, request.client
+            ):
+                raise
+            raise codes.ReplayedCodeError(request=request) from None
+
+    def _save_bearer_token(
+        self, token: dict[str, Any], request: Request, *args: Any, **kwargs: Any
+    ) -> Any:
+        if request.grant_type != "authorization_code":
+            return super()._save_bearer_token(token, request, *args, **kwargs)
+        # Two exchanges of one code may both have passed validate_code. Locking the grant
+        # makes the second wait here until the first has committed its tokens and record,
+        # which the second then sees (the unique checksum is the last line).
+        grant = (
+            get_grant_model()
+            .objects.select_for_update()
+            .filter(code=request.code, application=request.client)
+            .first()
+        )
+        if grant is None or codes.already_exchanged(request.code, request.client):
+            raise codes.CodeReplayed
+        saved = super()._save_bearer_token(token, request, *args, **kwargs)
+        codes.record_exchange(request.code, request.client, token)
+        return saved
 
     def validate_refresh_token(
         self, refresh_token: str, client: Any, request: Request, *args: Any, **kwargs: Any

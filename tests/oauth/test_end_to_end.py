@@ -11,6 +11,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs
@@ -305,3 +306,82 @@ def test_a_token_bound_to_the_bare_origin_is_refused_at_mcp(oauth_server, user):
         refused = post_initialize(f"{oauth_server.url}/mcp", token)
         assert refused.status_code == 401
         assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+
+
+def test_a_replayed_code_is_refused_and_revokes_the_tokens_it_gave(
+    oauth_server, portal, user, make_memory
+):
+    mine = make_memory(content="The lighthouse on the north shore.", gist="Alice's lighthouse")
+    connector = Connector(portal, oauth_server, kind="claude")
+    try:
+        with connector.session("legacy") as client:
+            assert connector.recall(client, "lighthouse") == [str(mine.id)]
+        tokens = connector.storage.tokens
+        client_info = connector.storage.client_info
+        ((exchange, _),) = connector.wire.token_requests
+        assert exchange["grant_type"] == "authorization_code"
+    finally:
+        connector.close()
+    token_url = f"{oauth_server.url}/o/token/"
+    mcp_url = f"{oauth_server.url}/mcp"
+    assert post_initialize(mcp_url, tokens.access_token).status_code == 200
+
+    # The code exchange again, exactly as the client sent it (RFC 6749 §4.1.2).
+    replay = httpx2.post(token_url, data=exchange, timeout=10)
+    assert replay.status_code == 400, replay.text
+    assert replay.json()["error"] == "invalid_grant"
+
+    refused = post_initialize(mcp_url, tokens.access_token)
+    assert refused.status_code == 401
+    assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+    refresh = httpx2.post(
+        token_url,
+        data={
+            "grant_type": "refresh_token",
+            "refresh_token": tokens.refresh_token,
+            "client_id": client_info.client_id,
+            "client_secret": client_info.client_secret,
+        },
+        timeout=10,
+    )
+    assert refresh.status_code == 400, refresh.text
+    assert refresh.json()["error"] == "invalid_grant"
+    assert "authorization code presented twice" in oauth_server.log()
+
+
+def test_a_code_exchanged_many_times_at_once_leaves_no_token_alive(oauth_server, client, user):
+    # Exchanges that race past the code check meet in the token transaction: at most one
+    # is answered with tokens, the others invalid_grant, and those tokens are revoked.
+    mcp_url = f"{oauth_server.url}/mcp"
+    with override_settings(TAPROOT_MCP_URL=mcp_url):
+        body = register(client, CLAUDE_REGISTRATION).json()
+        registered = Registered(body["client_id"], body["client_secret"], CLAUDE_CALLBACK, body)
+        client.force_login(user)
+        flow = Flow(client, registered)
+        code = flow.code()
+    exchange = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": CLAUDE_CALLBACK,
+        "code_verifier": flow.verifier,
+        "client_id": registered.client_id,
+        "client_secret": registered.client_secret,
+    }
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        replies = list(
+            pool.map(
+                lambda _: httpx2.post(f"{oauth_server.url}/o/token/", data=exchange, timeout=30),
+                range(6),
+            )
+        )
+    granted = [reply for reply in replies if reply.status_code == 200]
+    refused = [reply for reply in replies if reply.status_code != 200]
+    assert len(granted) <= 1, [reply.text for reply in replies]
+    for reply in refused:
+        assert reply.status_code == 400, reply.text
+        assert reply.headers["content-type"] == "application/json"
+        assert reply.json()["error"] == "invalid_grant"
+    for reply in granted:
+        assert post_initialize(mcp_url, reply.json()["access_token"]).status_code == 401
+    assert not AccessToken.objects.filter(user=user).exists()
+    assert not RefreshToken.objects.filter(user=user, revoked__isnull=True).exists()

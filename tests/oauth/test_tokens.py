@@ -111,11 +111,15 @@ def test_missing_verifier_is_refused(claude_flow):
     assert not user_tokens().exists()
 
 
-def test_a_code_works_only_once(claude_flow):
+def test_a_code_works_only_once_and_its_replay_revokes_what_it_gave(claude_flow):
     code = claude_flow.code()
-    assert claude_flow.exchange(code).status_code == 200
+    first = claude_flow.exchange(code)
+    assert first.status_code == 200
     assert_error(claude_flow.exchange(code), 400, "invalid_grant")
-    assert user_tokens().count() == 1
+    # RFC 6749 §4.1.2: the tokens the code gave are revoked too.
+    assert not user_tokens().exists()
+    assert not RefreshToken.objects.filter(revoked__isnull=True).exists()
+    assert_error(claude_flow.refresh(first.json()["refresh_token"]), 400, "invalid_grant")
 
 
 def test_a_code_presented_by_another_client_is_refused(claude_flow, public_client):
@@ -211,3 +215,41 @@ def test_the_password_and_client_credentials_grants_are_refused(claude_flow):
     response = claude_flow.token_request({"grant_type": "client_credentials"})
     assert response.json()["error"] in {"unauthorized_client", "unsupported_grant_type"}
     assert not AccessToken.objects.filter(scope="mcp").exists()
+
+
+def test_replaying_a_code_also_revokes_the_tokens_refreshed_from_it(claude_flow):
+    code = claude_flow.code()
+    first = claude_flow.exchange(code).json()
+    second = claude_flow.refresh(first["refresh_token"]).json()
+    assert AccessToken.objects.filter(token_checksum=checksum(second["access_token"])).exists()
+    assert_error(claude_flow.exchange(code), 400, "invalid_grant")
+    assert not user_tokens().exists()
+    assert_error(claude_flow.refresh(second["refresh_token"]), 400, "invalid_grant")
+
+
+def test_a_code_presented_again_before_its_grant_is_deleted_revokes_what_it_gave(claude_flow):
+    # oauthlib deletes the grant only after the tokens are saved: a second presentation
+    # can arrive in between and still find the grant.
+    code = claude_flow.code()
+    grant = Grant.objects.get(code=code)
+    first = claude_flow.exchange(code)
+    assert first.status_code == 200
+    grant.save(force_insert=True)  # the first exchange has not deleted it yet
+    assert_error(claude_flow.exchange(code), 400, "invalid_grant")
+    assert not user_tokens().exists()
+    assert_error(claude_flow.refresh(first.json()["refresh_token"]), 400, "invalid_grant")
+
+
+def test_a_code_replayed_by_another_client_leaves_the_rightful_tokens_alone(
+    claude_flow, public_client
+):
+    # The code is bound to its client: another client presenting it learns nothing and
+    # proves nothing about the code's own exchange, so it must not end that connection.
+    code = claude_flow.code()
+    tokens = claude_flow.exchange(code).json()
+    thief = Flow(claude_flow.client, public_client)
+    thief.verifier = claude_flow.verifier
+    response = thief.exchange(code, redirect_uri=claude_flow.registered.redirect_uri)
+    assert_error(response, 400, "invalid_grant")
+    assert AccessToken.objects.filter(token_checksum=checksum(tokens["access_token"])).exists()
+    assert claude_flow.refresh(tokens["refresh_token"]).status_code == 200

@@ -1,0 +1,113 @@
+"""An authorization code presented twice is refused, and what it gave is revoked.
+
+RFC 6749 §4.1.2: "If an authorization code is used more than once, the authorization
+server MUST deny the request and SHOULD revoke (when possible) all tokens previously
+issued based on that authorization code." django-oauth-toolkit refuses the second
+presentation (it deletes the grant on exchange) but cannot revoke: nothing links a token
+to its code. The token endpoint therefore records each exchange (ExchangedCode) in the
+transaction that saves the tokens, and a later presentation of the same code by the same
+client revokes the access token and the whole refresh-token family it started.
+"""
+
+import hashlib
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import transaction
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
+from oauthlib.oauth2.rfc6749.errors import InvalidGrantError
+
+from taproot_site.oauth.models import ExchangedCode
+
+logger = logging.getLogger("taproot.oauth")
+
+
+class CodeReplayed(Exception):
+    """The code being exchanged has been exchanged before."""
+
+
+# oauthlib ships no type information.
+class ReplayedCodeError(InvalidGrantError):  # type: ignore[misc]
+    """invalid_grant for a code another exchange got first, found while saving the tokens.
+
+    oauthlib adds its JSON headers only to errors raised while it validates a request;
+    this one is raised later, so it carries them itself.
+    """
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {
+            "Content-Type": "application/json",
+            "Cache-Control": "no-store",
+            "Pragma": "no-cache",
+        }
+
+
+@contextmanager
+def grant_still_there(request: Any) -> Iterator[None]:
+    """Answer invalid_grant, and revoke, when the code's grant disappears mid-request
+    because another exchange of the code finished first."""
+    try:
+        yield
+    except get_grant_model().DoesNotExist:
+        revoke_what_it_gave(request.code, request.client)
+        raise InvalidGrantError(request=request) from None
+
+
+def checksum(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def already_exchanged(code: str, application: Any) -> bool:
+    return ExchangedCode.objects.filter(
+        code_checksum=checksum(code), application=application
+    ).exists()
+
+
+def record_exchange(code: str, application: Any, token: dict[str, Any]) -> None:
+    """Remember that `code` gave `token` (its access and refresh token); call it inside the
+    transaction that saved them, so a code is never used without its record."""
+    access_token = (
+        get_access_token_model()
+        .objects.filter(token_checksum=checksum(token["access_token"]))
+        .first()
+    )
+    refresh_token = (
+        get_refresh_token_model()
+        .objects.filter(token_checksum=checksum(token["refresh_token"]), revoked__isnull=True)
+        .first()
+        if token.get("refresh_token")
+        else None
+    )
+    ExchangedCode.objects.create(
+        code_checksum=checksum(code),
+        application=application,
+        access_token=access_token,
+        token_family=refresh_token.token_family if refresh_token else None,
+    )
+
+
+def revoke_what_it_gave(code: str, application: Any) -> bool:
+    """Revoke every token that descends from `code`; False when it was never exchanged."""
+    with transaction.atomic():
+        exchanged = (
+            ExchangedCode.objects.select_for_update()
+            .filter(code_checksum=checksum(code), application=application)
+            .first()
+        )
+        if exchanged is None:
+            return False
+        get_refresh_token_model().revoke_family(exchanged.token_family)
+        if exchanged.access_token_id is not None:
+            get_access_token_model().objects.filter(pk=exchanged.access_token_id).delete()
+    logger.warning(
+        "authorization code presented twice by client %s: the tokens it gave are revoked",
+        application.client_id,
+    )
+    return True

@@ -1,0 +1,32 @@
+"""What Taproot keeps beside django-oauth-toolkit's own tables."""
+
+from django.db import models
+
+
+class ExchangedCode(models.Model):
+    """An authorization code that has been exchanged, and the tokens it gave.
+
+    django-oauth-toolkit deletes a code's grant when the code is exchanged and keeps
+    nothing that leads from a token back to it. RFC 6749 §4.1.2 asks that a code presented
+    twice also revoke what it gave, so the exchange records it here, in the transaction
+    that saves the tokens. Only the code's SHA-256 is kept, never the code. The record goes
+    when its client does (cleanup_oauth_clients).
+    """
+
+    code_checksum = models.CharField(max_length=64, unique=True)
+    application = models.ForeignKey(
+        "oauth2_provider.Application", on_delete=models.CASCADE, related_name="+"
+    )
+    access_token = models.ForeignKey(
+        "oauth2_provider.AccessToken",
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    # Rotation hands each new refresh token its predecessor's family, so the family reaches
+    # every token that descends from this code.
+    token_family = models.UUIDField(null=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"Exchanged code #{self.pk}"
