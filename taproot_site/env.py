@@ -57,6 +57,21 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+# Where the run command (scripts/serve) listens unless HOST and PORT say otherwise.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+# Addresses that mean "every interface": a browser on this machine reaches them on loopback.
+WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL a browser on this machine uses for a server listening on `host`:`port`."""
+    host = WILDCARD_HOSTS.get(host, host)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 SQLITE_OPTIONS = {
     # Several requests (and uvicorn workers) write at once: WAL lets readers and one
     # writer proceed together, the busy timeout waits for the write lock instead of

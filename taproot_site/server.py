@@ -8,6 +8,8 @@ docs/benchmarks.md). Here the socket says what it is. Everything else is uvicorn
 """
 
 import socket
+import sys
+from collections.abc import Sequence
 
 import uvicorn.config
 import uvicorn.main
@@ -25,9 +27,10 @@ def bind_tcp_socket(self: uvicorn.config.Config) -> socket.socket:
     return sock
 
 
-def main() -> None:
+def main(args: Sequence[str] | None = None) -> None:
+    """uvicorn's command line with `args` (the process's own by default)."""
     uvicorn.config.Config.bind_socket = bind_tcp_socket  # type: ignore[method-assign]
-    uvicorn.main.main()
+    uvicorn.main.main(args=sys.argv[1:] if args is None else list(args))
 
 
 if __name__ == "__main__":

@@ -1,20 +1,24 @@
 """Taproot settings: one file, read from environment variables with safe local defaults."""
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from taproot_site.env import (
+    DEFAULT_HOST,
     DEFAULT_POOL_SIZE,
     DEFAULT_POOL_TIMEOUT,
+    DEFAULT_PORT,
     database_from_url,
     env_bool,
     env_choice,
     env_int,
     env_list,
     env_str,
+    local_url,
 )
 
 # Lets typed code subscript Django's generic classes (ModelAdmin[Memory], ModelForm[…])
@@ -34,9 +38,16 @@ if not SECRET_KEY:
         )
     SECRET_KEY = "django-insecure-local-development-only-do-not-deploy"
 
-TAPROOT_PUBLIC_URL = env_str("TAPROOT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Unset, the public URL is where the run command listens (HOST, PORT), so that a server
+# moved to another port still advertises itself, and manage.py commands given the same
+# environment (issue_token) agree with it.
+TAPROOT_PUBLIC_URL = (
+    env_str("TAPROOT_PUBLIC_URL")
+    or local_url(env_str("HOST", DEFAULT_HOST), env_int("PORT", DEFAULT_PORT, minimum=1))
+).rstrip("/")
 TAPROOT_MCP_URL = f"{TAPROOT_PUBLIC_URL}/mcp"
-_public_host = TAPROOT_PUBLIC_URL.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+_public_hostname = urlsplit(TAPROOT_PUBLIC_URL).hostname or ""
+_public_host = f"[{_public_hostname}]" if ":" in _public_hostname else _public_hostname
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", sorted({_public_host, "127.0.0.1", "localhost"}))
 

@@ -71,41 +71,37 @@ def run_server(
     env: dict[str, str] | None = None,
     tmp_dir: Path,
     app: str = "taproot_site.asgi:application",
+    as_run_command: bool = False,
 ) -> Iterator[LiveServer]:
+    """uvicorn through taproot_site.server, told its public URL; or, `as_run_command`, the
+    way scripts/serve starts it (taproot_site.launch): only HOST, PORT and WORKERS, nothing
+    about the public URL or proxies unless `env` says so."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     child_env = {
         **os.environ,
         "DATABASE_URL": test_database_url(),
-        "TAPROOT_PUBLIC_URL": url,
         "DEBUG": "1" if settings.DEBUG else "0",
         "SECRET_KEY": settings.SECRET_KEY,
         "PYTHONUNBUFFERED": "1",
-        **(env or {}),
     }
+    if as_run_command:
+        for name in ("TAPROOT_PUBLIC_URL", "FORWARDED_ALLOW_IPS", "TAPROOT_TRUSTED_PROXIES"):
+            child_env.pop(name, None)
+        child_env.update(HOST="127.0.0.1", PORT=str(port), WORKERS=str(workers))
+        command = [sys.executable, "-m", "taproot_site.launch", "--log-level", "warning"]
+    else:
+        child_env["TAPROOT_PUBLIC_URL"] = url
+        command = [
+            *(sys.executable, "-m", "taproot_site.server", app),
+            *("--host", "127.0.0.1", "--port", str(port), "--lifespan", "on"),
+            *("--workers", str(workers), "--log-level", "warning"),
+        ]
+    child_env.update(env or {})
     log_path = tmp_dir / f"uvicorn-{port}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "taproot_site.server",
-                app,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "on",
-                "--workers",
-                str(workers),
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=child_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            command, cwd=ROOT, env=child_env, stdout=log, stderr=subprocess.STDOUT
         )
     server = LiveServer(url=url, process=process, log_path=log_path)
     try:

@@ -47,7 +47,7 @@ def settings_with(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     clean = {
         k: v
         for k, v in os.environ.items()
-        if k not in SPEC_VARIABLES and not k.startswith("TAPROOT_")
+        if k not in SPEC_VARIABLES and k not in {"HOST", "PORT"} and not k.startswith("TAPROOT_")
     }
     return subprocess.run(
         [sys.executable, "-c", READ_SETTINGS],
@@ -102,6 +102,17 @@ def test_every_variable_of_the_spec_is_read():
     assert values["DATABASE"] == "/var/lib/taproot/store.sqlite3"
 
 
+def test_without_a_public_url_it_is_where_the_run_command_listens():
+    assert loaded({"PORT": "8101"})["TAPROOT_MCP_URL"] == "http://127.0.0.1:8101/mcp"
+    values = loaded({"HOST": "0.0.0.0", "PORT": "8101"})  # every interface: this machine's
+    assert values["TAPROOT_PUBLIC_URL"] == "http://127.0.0.1:8101"
+    values = loaded({"HOST": "::1", "PORT": "8101"})
+    assert values["TAPROOT_PUBLIC_URL"] == "http://[::1]:8101"
+    assert "[::1]" in values["ALLOWED_HOSTS"]
+    values = loaded({"PORT": "8101", "TAPROOT_PUBLIC_URL": "https://memory.example.org"})
+    assert values["TAPROOT_MCP_URL"] == "https://memory.example.org/mcp"
+
+
 def test_loopback_clients_can_be_turned_on_or_off_explicitly():
     off = loaded({"TAPROOT_ALLOW_LOOPBACK_CLIENTS": "0"})
     assert off["TAPROOT_ALLOW_LOOPBACK_CLIENTS"] is False
@@ -147,6 +158,7 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
     ("env", "says"),
     [
         ({"DEBUG": "maybe"}, "DEBUG must be 1 or 0"),
+        ({"PORT": "http"}, "PORT must be a whole number"),
         ({"CATALOG_WINDOW_DAYS": "a month"}, "CATALOG_WINDOW_DAYS must be a whole number"),
         ({"REFLECT_MAX_TOKENS": "-5"}, "REFLECT_MAX_TOKENS must be at least"),
         ({"TAPROOT_DB_POOL_SIZE": "ten"}, "TAPROOT_DB_POOL_SIZE must be a whole number"),
