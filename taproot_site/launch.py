@@ -9,7 +9,6 @@ tunnel, or connecting fails with `invalid_target` or a 401.
 """
 
 import ipaddress
-import os
 import sys
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -66,8 +65,6 @@ def main(args: Sequence[str] = ()) -> None:
             "taproot_site.asgi:application",
             *("--host", host, "--port", str(port), "--lifespan", "on"),
             *("--workers", env_str("WORKERS", "1") or "1"),
-            "--proxy-headers",
-            *("--forwarded-allow-ips", os.environ.get("FORWARDED_ALLOW_IPS") or "127.0.0.1"),
             *args,
         ]
     )

@@ -1,17 +1,22 @@
 """The run command's server (scripts/serve ends in `python -m taproot_site.launch`): it
 advertises the address it listens on unless TAPROOT_PUBLIC_URL says otherwise, and then
-says so in one line."""
+says so in one line; it believes a forwarded client address only from a proxy it was
+told to trust."""
 
+import json
 import os
 import subprocess
 import sys
 
 import httpx2
 import pytest
+from django.core.cache import cache
 
 from taproot_site.launch import listens_at, public_url_note
+from taproot_site.server import proxy_arguments
 from tests import live_server
 from tests.live_server import ROOT, run_server
+from tests.oauth.conftest import CLAUDE_REGISTRATION
 
 
 def resource_metadata(base_url: str) -> dict[str, object]:
@@ -110,3 +115,58 @@ def test_a_public_url_other_than_where_it_listens_is_said_in_one_line_at_start(t
         "through a proxy or tunnel, or connecting fails; unset TAPROOT_PUBLIC_URL if it "
         f"should be {server.url}."
     ]
+
+
+# --- Whom it believes about the client's address (the registration limit) -------------
+
+
+def test_forwarded_headers_are_believed_only_from_proxies_it_is_told_of():
+    assert proxy_arguments({}) == ["--no-proxy-headers"]
+    assert proxy_arguments({"FORWARDED_ALLOW_IPS": " "}) == ["--no-proxy-headers"]
+    assert proxy_arguments({"TAPROOT_TRUSTED_PROXIES": "10.0.0.0/8"}) == [
+        "--proxy-headers",
+        "--forwarded-allow-ips",
+        "10.0.0.0/8",
+    ]
+    both = {"FORWARDED_ALLOW_IPS": "127.0.0.1", "TAPROOT_TRUSTED_PROXIES": "10.0.0.0/8"}
+    assert proxy_arguments(both) == ["--proxy-headers", "--forwarded-allow-ips", "127.0.0.1"]
+
+
+def register_as(base_url: str, forwarded_for: str) -> httpx2.Response:
+    return httpx2.post(
+        f"{base_url}/o/register/",
+        content=json.dumps(CLAUDE_REGISTRATION),
+        headers={"Content-Type": "application/json", "X-Forwarded-For": forwarded_for},
+        timeout=10,
+    )
+
+
+@pytest.mark.server
+@pytest.mark.django_db(transaction=True)
+def test_a_forwarded_address_from_loopback_does_not_move_the_registration_limit(tmp_path):
+    cache.clear()
+    env = {"TAPROOT_REGISTRATION_LIMIT": "1"}
+    with run_server(tmp_dir=tmp_path, env=env, as_run_command=True) as server:
+        assert register_as(server.url, "203.0.113.1").status_code == 201
+        # Claiming to be someone else does not buy another registration.
+        refused = register_as(server.url, "203.0.113.2")
+        assert refused.status_code == 429, refused.text
+        log = server.wait_for_log("registration throttled")
+    assert "registration throttled for 127.0.0.1" in log
+    assert "ip=203.0.113" not in log
+
+
+@pytest.mark.server
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("variable", ["FORWARDED_ALLOW_IPS", "TAPROOT_TRUSTED_PROXIES"])
+def test_behind_a_trusted_proxy_the_forwarded_client_address_is_counted(tmp_path, variable):
+    cache.clear()
+    env = {"TAPROOT_REGISTRATION_LIMIT": "1", variable: "127.0.0.1"}
+    with run_server(tmp_dir=tmp_path, env=env, as_run_command=True) as server:
+        assert register_as(server.url, "203.0.113.1").status_code == 201
+        assert register_as(server.url, "203.0.113.2").status_code == 201
+        # What the client put in front of the proxy's entry is not believed.
+        refused = register_as(server.url, "198.51.100.9, 203.0.113.1")
+        assert refused.status_code == 429, refused.text
+        log = server.wait_for_log("registration throttled")
+    assert "registration throttled for 203.0.113.1" in log
