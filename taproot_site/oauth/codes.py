@@ -7,6 +7,8 @@ presentation (it deletes the grant on exchange) but cannot revoke: nothing links
 to its code. The token endpoint therefore records each exchange (ExchangedCode) in the
 transaction that saves the tokens, and a later presentation of the same code by the same
 client revokes the access token and the whole refresh-token family it started.
+Exchanges of one code that race each other end the same way, wherever they meet: at most
+one gets tokens, and they are revoked.
 """
 
 import hashlib
@@ -16,6 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from oauth2_provider import views as oauth2_views
 from oauth2_provider.models import (
     get_access_token_model,
     get_grant_model,
@@ -26,6 +30,10 @@ from oauthlib.oauth2.rfc6749.errors import InvalidGrantError
 from taproot_site.oauth.models import ExchangedCode
 
 logger = logging.getLogger("taproot.oauth")
+
+
+# What oauthlib sends with every token endpoint reply, besides its JSON content type.
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
 class CodeReplayed(Exception):
@@ -42,11 +50,7 @@ class ReplayedCodeError(InvalidGrantError):  # type: ignore[misc]
 
     @property
     def headers(self) -> dict[str, str]:
-        return {
-            "Content-Type": "application/json",
-            "Cache-Control": "no-store",
-            "Pragma": "no-cache",
-        }
+        return {"Content-Type": "application/json", **NO_STORE}
 
 
 @contextmanager
@@ -111,3 +115,21 @@ def revoke_what_it_gave(code: str, application: Any) -> bool:
         application.client_id,
     )
     return True
+
+
+class TokenView(oauth2_views.TokenView):  # type: ignore[misc]
+    """django-oauth-toolkit's token endpoint. Between saving an exchange's tokens and
+    answering, it reads the access token back; a replay of the code racing the exchange
+    may have revoked it by then, and the answer is invalid_grant instead of a server error.
+    """
+
+    def authorization_flow_token_response(
+        self, request: HttpRequest, *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        try:
+            response: HttpResponse = super().authorization_flow_token_response(
+                request, *args, **kwargs
+            )
+        except get_access_token_model().DoesNotExist:
+            return JsonResponse({"error": "invalid_grant"}, status=400, headers=NO_STORE)
+        return response

@@ -10,6 +10,7 @@ from django.urls import path
 from oauth2_provider import views as oauth2_views
 
 from taproot_site.oauth.authorization import AuthorizationView
+from taproot_site.oauth.codes import TokenView
 from taproot_site.oauth.registration import RegistrationManagementView, RegistrationView
 
 app_name = "oauth2_provider"
@@ -31,7 +32,7 @@ urlpatterns = [
         name="oauth-resource-metadata-mcp",
     ),
     path("o/authorize/", AuthorizationView.as_view(), name="authorize"),
-    path("o/token/", oauth2_views.TokenView.as_view(), name="token"),
+    path("o/token/", TokenView.as_view(), name="token"),
     path("o/revoke_token/", oauth2_views.RevokeTokenView.as_view(), name="revoke-token"),
     path("o/register/", RegistrationView.as_view(), name="dcr-register"),
     path(
