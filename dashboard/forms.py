@@ -51,7 +51,17 @@ class MemoryFilterForm(forms.Form):
         max_length=MAX_SEARCH,
         label="Search",
         strip=True,
-        widget=forms.TextInput(attrs={"type": "search", "placeholder": "Gist, content or tags"}),
+        help_text=(
+            "Finds memories whose gist, content or tags contain every word you type: words "
+            "only, not meaning, unlike Claude's recall."
+        ),
+        widget=forms.TextInput(
+            attrs={
+                "type": "search",
+                "placeholder": "Gist, content or tags",
+                "aria-describedby": "search-help",
+            }
+        ),
     )
     sort = forms.ChoiceField(
         choices=[(key, label) for key, (label, _) in SORTS.items()],

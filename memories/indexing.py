@@ -37,20 +37,14 @@ _NOT_WORD = re.compile(r"[\W_]+")
 
 @dataclass(frozen=True)
 class Vectors:
-    """Vectors computed ahead of a write: per memory, the text embedded and its vector."""
+    """Vectors computed ahead of a write, by the text embedded (so a memory given a new id
+    on the way, as import may do, still finds its own)."""
 
     embedder: Embedder
-    by_memory: dict[uuid.UUID, tuple[str, Vector | None]]
-
-    def text_of(self, memory_id: uuid.UUID) -> str | None:
-        found = self.by_memory.get(memory_id)
-        return found[0] if found else None
-
-    def vector_of(self, memory_id: uuid.UUID) -> Vector | None:
-        return self.by_memory[memory_id][1]
+    by_text: dict[str, Vector | None]
 
 
-# The fields the token index and the tag rows are made from.
+# The fields the token index, the tag rows and the vectors are made from.
 INDEXED_TEXT = frozenset({"gist", "content", "tags", "search_keywords"})
 
 
@@ -134,19 +128,20 @@ def embedding_text(memory: Memory) -> str:
     )
 
 
-def vectors_for(memories: Sequence[Memory]) -> Vectors | None:
+def vectors_for(memories: Iterable[Memory]) -> Vectors | None:
     """The vectors of these memories by the active embedder, for `reindex`: computed before
     a write transaction begins, so that SQLite's write lock is not held while embedding.
     None when recall does not use meaning."""
     semantic = embedder()
     if semantic is None:
         return None
-    # Longest first, so each batch pads its texts to about the same length.
-    order = sorted(memories, key=lambda m: -len(embedding_text(m)))
-    vectors = semantic.embed([embedding_text(m) for m in order])
-    return Vectors(
-        semantic, {m.pk: (embedding_text(m), v) for m, v in zip(order, vectors, strict=True)}
-    )
+    return _embedded(semantic, {embedding_text(m) for m in memories})
+
+
+def _embedded(semantic: Embedder, texts: set[str]) -> Vectors:
+    # Longest first, so each batch of the model pads its texts to about the same length.
+    ordered = sorted(texts, key=lambda text: (-len(text), text))
+    return Vectors(semantic, dict(zip(ordered, semantic.embed(ordered), strict=True)))
 
 
 def reindex(
@@ -220,13 +215,14 @@ def _store_vectors(
     semantic = embedder()
     if semantic is None:
         return
-    if vectors is None or vectors.embedder is not semantic:
-        vectors = Vectors(semantic, {})
-    stale = [m for m in batch if vectors.text_of(m.pk) != embedding_text(m)]
-    if stale:  # not embedded beforehand, or changed since
-        vectors.by_memory.update(vectors_for(stale).by_memory)  # type: ignore[union-attr]
+    known = vectors.by_text if vectors is not None and vectors.embedder is semantic else {}
+    texts = {m.pk: embedding_text(m) for m in batch}
+    # Not embedded beforehand, or changed since: embedded here.
+    missing = {text for text in texts.values() if text not in known}
+    if missing:
+        known = {**known, **_embedded(semantic, missing).by_text}
     if not new:
-        MemoryVector.objects.filter(memory_id__in=[m.pk for m in batch]).delete()
+        MemoryVector.objects.filter(memory_id__in=list(texts)).delete()
     insert_rows(
         MemoryVector,
         ["memory", "owner", "embedder", "dimension", "vector", "version"],
@@ -236,7 +232,7 @@ def _store_vectors(
                 m.owner_id,
                 semantic.name,
                 semantic.dimension,
-                stored(vectors.vector_of(m.pk)),
+                stored(known[texts[m.pk]]),
                 versions[m.owner_id],
             )
             for m in batch
@@ -307,11 +303,13 @@ def rebuild(
     last: uuid.UUID | None = None
     while True:
         page = memories.filter(pk__gt=last) if last is not None else memories
+        # Embedded before the batch's write transaction, from the rows read without a lock.
+        ahead = vectors_for(page[:batch_size])
         with transaction.atomic():
             batch = list(page[:batch_size])
             if not batch:
                 break
-            reindex(batch)
+            reindex(batch, vectors=ahead)
         last = batch[-1].pk
         done += len(batch)
         if advance is not None:

@@ -418,8 +418,10 @@ class RecallIndex(models.Model):
     profile = models.CharField(max_length=16)
     live_memories = models.PositiveIntegerField(default=0)
     # Moves on every write to the owner's index: a worker's cached vectors are stale
-    # when theirs is older (memories.semantic).
+    # when theirs is older (memories.semantic). A new row (a store rebuilt, a database
+    # restored from elsewhere) has a new generation, so no cache mistakes it for the old.
     version = models.BigIntegerField(default=0)
+    generation = models.UUIDField(default=uuid.uuid4)
 
     def __str__(self) -> str:
         return f"{self.profile}: {self.live_memories} live memories"

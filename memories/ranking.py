@@ -35,7 +35,7 @@ from memories.vocabulary import HIGH, LOW, MEDIUM
 SECONDS_PER_DAY = 86_400.0
 # The cosine (in thousandths) a memory sharing no word with the query needs for a place
 # of its own: chosen on the LoCoMo development split for precision (docs/benchmarks.md).
-MEANING_FLOOR = 450
+MEANING_FLOOR = 490
 # Longest token kept verbatim in the database index; longer ones are stored as a
 # prefix plus a digest so the index column stays small on both backends.
 MAX_INDEX_KEY = 64

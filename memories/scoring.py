@@ -61,25 +61,31 @@ class OwnerIndex:
     live: int = 0  # N: the owner's live memories
     df: dict[str, int] = field(default_factory=dict)  # live memories holding each key
     version: int = 0  # RecallIndex.version: moves with every write (memories.semantic)
+    generation: uuid.UUID | None = None  # RecallIndex.generation
 
 
 def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
     """N, the index's version and the df of each key, in one statement."""
     token, index = _table(MemoryToken), _table(RecallIndex)
     sql = (
-        f"SELECT NULL, live_memories, version FROM {index} WHERE owner_id = %s"
-        f" UNION ALL SELECT key, COUNT(*), 0 FROM {token}"
+        f"SELECT NULL, live_memories, version, generation FROM {index} WHERE owner_id = %s"
+        f" UNION ALL SELECT key, COUNT(*), 0, NULL FROM {token}"
         f" WHERE owner_id = %s AND key IN ({_marks(keys)}) GROUP BY key"
     )
-    live, version, df = 0, 0, {}
+    live, version, generation, df = 0, 0, None, {}
     with connection.cursor() as cursor:
         cursor.execute(sql, [owner_id, owner_id, *keys])
-        for key, count, row_version in cursor.fetchall():
+        for key, count, row_version, row_generation in cursor.fetchall():
             if key is None:
                 live, version = count, row_version
+                generation = (
+                    row_generation
+                    if isinstance(row_generation, uuid.UUID)
+                    else (uuid.UUID(row_generation) if row_generation else None)
+                )
             else:
                 df[key] = count
-    return OwnerIndex(live, df, version)
+    return OwnerIndex(live, df, version, generation)
 
 
 @dataclass(frozen=True)

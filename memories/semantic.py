@@ -24,8 +24,9 @@ _PRODUCT = _SCALE * _SCALE
 
 
 def memory_text(*, gist: str, content: str, tags: Sequence[str], keywords: Sequence[str]) -> str:
-    """What a memory's vector is made of: gist, keywords, tags and content."""
-    return "\n".join([gist, " ".join(keywords), " ".join(tags), content])
+    """What a memory's vector is made of: gist, keywords, tags and content, space apart (a
+    separator is a token too, and would pull every vector toward its own)."""
+    return " ".join(part for part in [gist, *keywords, *tags, content] if part.strip())
 
 
 def stored(vector: Vector | None) -> bytes:
@@ -71,8 +72,9 @@ class OwnerVectors:
     """One owner's vectors as a worker holds them: rows of a float32 matrix that grows by
     doubling, so taking in a new memory copies nothing."""
 
-    def __init__(self, embedder: str, dimension: int) -> None:
+    def __init__(self, embedder: str, dimension: int, generation: uuid.UUID | None) -> None:
         self.embedder = embedder
+        self.generation = generation
         self.version = -1
         self.ids: list[uuid.UUID] = []
         self.row_of: dict[uuid.UUID, int] = {}
@@ -144,6 +146,7 @@ class VectorCache:
         *,
         embedder: Embedder,
         version: int,
+        generation: uuid.UUID | None,
         live: int,
         floor_milli: int,
         limit: int,
@@ -155,8 +158,18 @@ class VectorCache:
         with self._lock:
             held = self._owners.get(owner_id)
             # Vectors of deleted memories stay until a reload; reload when they pile up.
-            if held is None or held.embedder != embedder.name or len(held.ids) > 1.25 * live + 100:
-                held = self._owners[owner_id] = OwnerVectors(embedder.name, embedder.dimension)
+            # Another generation, or a version gone back (the database was restored): the
+            # cache is of another store.
+            if (
+                held is None
+                or held.embedder != embedder.name
+                or held.generation != generation
+                or held.version > version
+                or len(held.ids) > 1.25 * live + 100
+            ):
+                held = self._owners[owner_id] = OwnerVectors(
+                    embedder.name, embedder.dimension, generation
+                )
             if held.version != version:
                 rows = MemoryVector.objects.filter(
                     owner_id=owner_id, embedder=embedder.name, version__gt=held.version

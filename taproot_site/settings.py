@@ -1,5 +1,6 @@
 """Taproot settings: one file, read from environment variables with safe local defaults."""
 
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,6 +21,11 @@ from taproot_site.env import (
     env_str,
     local_url,
 )
+
+# Recall's cosine scan (memories.semantic) on one core: a worker serves one request per
+# thread, and a BLAS that spreads each product over every core makes them wait on each
+# other. Before numpy is first imported, which is after settings.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Lets typed code subscript Django's generic classes (ModelAdmin[Memory], ModelForm[…])
 # at run time as the type checker reads them.

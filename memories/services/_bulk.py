@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from memories.bulkwrite import WRITE_BATCH
-from memories.indexing import reindex
+from memories.indexing import Vectors, reindex
 from memories.models import Memory, Revision
 
 
@@ -35,7 +35,16 @@ def save_revisions(revisions: Sequence[Revision | None]) -> None:
 
 
 def reindex_in_batches(
-    memories: Sequence[Memory], *, text_changed: bool = True, new: bool = False
+    memories: Sequence[Memory],
+    *,
+    text_changed: bool = True,
+    new: bool = False,
+    vectors: Vectors | None = None,
 ) -> None:
     for start in range(0, len(memories), WRITE_BATCH):
-        reindex(memories[start : start + WRITE_BATCH], text_changed=text_changed, new=new)
+        reindex(
+            memories[start : start + WRITE_BATCH],
+            text_changed=text_changed,
+            new=new,
+            vectors=vectors,
+        )

@@ -18,8 +18,9 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from memories.bulkwrite import WRITE_BATCH
+from memories.conf import embedder
 from memories.errors import InvalidInput
-from memories.indexing import refresh_hashes
+from memories.indexing import Vectors, refresh_hashes, vectors_for
 from memories.maintenance import refresh_planner_statistics
 from memories.models import ChangeSource, Closing, Memory, User
 from memories.services._bulk import (
@@ -91,11 +92,12 @@ def import_store(*, owner: User, data: Any, now: datetime | None = None) -> dict
 
 
 def _import(incoming: Incoming, *, owner_id: int, now: datetime) -> dict[str, Any]:
+    ahead = _embed_ahead(incoming)
     with transaction.atomic():
         # One import per account at a time: a second one waits here, then finds the
         # first one's records present and skips them.
         get_user_model().objects.select_for_update().filter(pk=owner_id).exists()
-        summary = _load(incoming, owner_id=owner_id, now=now)
+        summary = _load(incoming, owner_id=owner_id, now=now, vectors=ahead)
         # A whole store arrives at once: let the planner see it before autovacuum would.
         transaction.on_commit(refresh_planner_statistics)
     return summary
@@ -413,7 +415,23 @@ def _earlier_copies(
     return copies
 
 
-def _load(incoming: Incoming, *, owner_id: int, now: datetime) -> dict[str, Any]:
+def _embed_ahead(incoming: Incoming) -> Vectors | None:
+    """The vectors of the incoming memories as they will be stored (quirks applied and
+    normalised, on copies), embedded before the write transaction."""
+    if embedder() is None:
+        return None
+    drafts = []
+    for _, memory in incoming.memories:
+        draft = copy.deepcopy(memory)
+        apply_original_quirks(draft)
+        normalise(draft)
+        drafts.append(draft)
+    return vectors_for(drafts)
+
+
+def _load(
+    incoming: Incoming, *, owner_id: int, now: datetime, vectors: Vectors | None = None
+) -> dict[str, Any]:
     memory_owners = _owners_of(Memory, [m.pk for _, m in incoming.memories])
     closing_owners = _owners_of(Closing, [c.pk for _, c in incoming.closings])
     # An id another user holds gets a new id, unless an earlier import already did that.
@@ -471,7 +489,7 @@ def _load(incoming: Incoming, *, owner_id: int, now: datetime) -> dict[str, Any]
         Memory.objects.bulk_create(new_memories, batch_size=WRITE_BATCH)
         Closing.objects.bulk_create(new_closings, batch_size=WRITE_BATCH)
         save_revisions(revisions)
-        reindex_in_batches(new_memories, new=True)
+        reindex_in_batches(new_memories, new=True, vectors=vectors)
     return {
         "status": "ok",
         "imported": len(new_memories),

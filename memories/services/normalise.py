@@ -19,7 +19,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from memories.bulkwrite import WRITE_BATCH, update_rows
-from memories.indexing import normalised_hash, refresh_hashes
+from memories.conf import embedder
+from memories.indexing import Vectors, normalised_hash, refresh_hashes, vectors_for
 from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
 from memories.services._bulk import (
     reindex_in_batches,
@@ -216,8 +217,11 @@ def find_changes(memories: Iterable[Memory]) -> list[Change]:
     return changes
 
 
-def write_changes(changes: list[Change], *, source: str, now: datetime) -> None:
-    """Save normalised memories in bulk, keep revisions, and re-index what recall reads."""
+def write_changes(
+    changes: list[Change], *, source: str, now: datetime, vectors: Vectors | None = None
+) -> None:
+    """Save normalised memories in bulk, keep revisions, and re-index what recall reads
+    (`vectors`: those embedded ahead, outside the transaction)."""
     if not changes:
         return
     fields = sorted({name for change in changes for name in change.fields})
@@ -237,7 +241,7 @@ def write_changes(changes: list[Change], *, source: str, now: datetime) -> None:
         (text_changed if INDEXED_FIELDS.intersection(change.fields) else others).append(
             change.memory
         )
-    reindex_in_batches(text_changed)
+    reindex_in_batches(text_changed, vectors=vectors)
     reindex_in_batches(others, text_changed=False)
 
 
@@ -304,6 +308,7 @@ def normalise_stored(
             rows = Memory.objects.filter(owner_id=owner_id, pk__in=chunk).order_by("pk")
             changes += find_changes(rows)
     elif found.candidates:
+        ahead = _embed_ahead(owner_id, found.candidates)
         with transaction.atomic():
             for chunk in _chunks(found.candidates):
                 rows = Memory.objects.filter(owner_id=owner_id, pk__in=chunk).order_by("pk")
@@ -316,7 +321,7 @@ def normalise_stored(
                     now=now,
                 )
                 snapshot_id = snapshot.pk
-            write_changes(changes, source=source, now=now)
+            write_changes(changes, source=source, now=now, vectors=ahead)
     return OwnerResult(
         total=found.total,
         migrated=len(changes),
@@ -324,6 +329,18 @@ def normalise_stored(
         counts_after=found.counts_after,
         snapshot_id=snapshot_id,
     )
+
+
+def _embed_ahead(owner_id: int, candidates: list[uuid.UUID]) -> Vectors | None:
+    """The vectors of the memories whose text normalising will change (a gist made, lists
+    parsed), embedded before the write transaction from copies read without a lock."""
+    if embedder() is None:
+        return None
+    changed: list[Memory] = []
+    for chunk in _chunks(candidates):
+        rows = Memory.objects.filter(owner_id=owner_id, pk__in=chunk).order_by("pk")
+        changed += [c.memory for c in find_changes(rows) if INDEXED_FIELDS.intersection(c.fields)]
+    return vectors_for(changed)
 
 
 def _chunks(ids: list[uuid.UUID]) -> Iterator[list[uuid.UUID]]:

@@ -221,6 +221,7 @@ def _meaning_alone(
         query_vector,
         embedder=semantic,
         version=owner_index.version,
+        generation=owner_index.generation,
         live=owner_index.live,
         floor_milli=config.meaning_floor,
         # The cache may hold memories since archived or deleted, or outside the filters.

@@ -26,7 +26,7 @@ from django.db import transaction
 
 from memories.bulkwrite import WRITE_BATCH, update_rows
 from memories.errors import InvalidInput
-from memories.indexing import refresh_hashes, unindex
+from memories.indexing import refresh_hashes, unindex, vectors_for
 from memories.models import ChangeSource, Closing, Memory, Snapshot, User
 from memories.services._bulk import (
     reindex_in_batches,
@@ -124,6 +124,7 @@ def restore_snapshot(
     snapshot = _find_snapshot(snapshot_id, owner)
     owner_id = snapshot.owner_id
     whole_store, memories, closings = _parse_records(snapshot)
+    ahead = vectors_for(memories)  # before the write transaction
     with transaction.atomic():
         safety = take_snapshot(owner_id=owner_id, reason="before-restore", now=now)
         ids = [m.pk for m in memories]
@@ -152,7 +153,7 @@ def restore_snapshot(
         update_rows(existing, RESTORED_FIELDS)
         Memory.objects.bulk_create(missing, batch_size=WRITE_BATCH)
         save_revisions(revisions)
-        reindex_in_batches(memories)
+        reindex_in_batches(memories, vectors=ahead)
         removed = closings_removed = closings_restored = 0
         if whole_store:
             removed = _remove_memories_not_in(owner_id, set(ids))

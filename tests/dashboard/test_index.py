@@ -291,3 +291,10 @@ def test_fragment_query_count_does_not_grow_either(
 
     with django_assert_num_queries(5):
         logged_in.get(URL, **htmx("memory-list"))
+
+
+def test_the_search_box_says_it_matches_words_not_meaning(client, user):
+    client.force_login(user)
+    html = client.get("/dashboard/").content.decode()
+    assert 'aria-describedby="search-help"' in html
+    assert "words only, not meaning" in html

@@ -2,19 +2,21 @@ from datetime import timedelta
 
 import pytest
 
-from memories.conf import ranking_profile
-from memories.indexing import normalised_hash, query_keys, tag_key
+from memories.conf import embedder, ranking_profile
+from memories.indexing import normalised_hash, query_keys, string_items, tag_key
 from memories.models import (
     ChangeSource,
     Memory,
     MemoryTag,
     MemoryToken,
+    MemoryVector,
     RecallEntry,
     RecallIndex,
     Revision,
     Snapshot,
 )
 from memories.ranking import index_key
+from memories.semantic import memory_text, stored
 from memories.services import (
     archive,
     compress,
@@ -258,6 +260,21 @@ def assert_derived_columns_are_fresh(owner, *, after: str) -> None:
         assert memory.last_touched_at == max(
             memory.updated_at, memory.last_retrieved or memory.updated_at
         ), f"stale last touch after {after}"
+    semantic = embedder()
+    for memory in Memory.objects.filter(owner=owner):
+        vectors = MemoryVector.objects.filter(memory=memory)
+        if semantic is None:
+            continue
+        text = memory_text(
+            gist=memory.gist,
+            content=memory.content,
+            tags=string_items(memory.tags),
+            keywords=string_items(memory.search_keywords),
+        )
+        vector = semantic.embed([text])[0]
+        assert list(vectors.values_list("embedder", "dimension", "vector")) == [
+            (semantic.name, semantic.dimension, stored(vector))
+        ], f"stale vector after {after}"
     index = RecallIndex.objects.get(owner=owner)
     live = Memory.objects.for_owner(owner).live().count()
     assert (index.profile, index.live_memories) == (ranking_profile().name, live), (
@@ -265,9 +282,10 @@ def assert_derived_columns_are_fresh(owner, *, after: str) -> None:
     )
 
 
-@pytest.fixture(params=["seed", "taproot"])
+@pytest.fixture(params=["seed", "taproot", "taproot without meaning"])
 def profile(request, settings):
-    settings.TAPROOT_RANKING = request.param
+    settings.TAPROOT_RANKING = request.param.split()[0]
+    settings.TAPROOT_EMBEDDER = "none" if "without" in request.param else "wordllama"
     return request.param
 
 

@@ -1,0 +1,162 @@
+"""Recall by meaning (SPEC §3.2): cosines blended into a lexical match's relevance, places
+left over filled by memories that share no word but mean the same, marked and not
+strengthened; TAPROOT_EMBEDDER=none gives the lexical ranking exactly."""
+
+import importlib
+from datetime import timedelta
+
+import pytest
+
+from memories.conf import activation_config, embedder
+from memories.models import Memory
+from memories.ranking import MEANING_FLOOR, activation, relevance_value
+from memories.semantic import VectorCache, cosines, memory_text, stored
+from memories.services import recall, remember
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.django_db
+
+LATER = NOW + timedelta(hours=1)
+recall_module = importlib.import_module("memories.services.recall")
+
+
+def cosine(query: str, memory: Memory) -> int:
+    """The cosine SPEC §3.2 defines, from vectors embedded here from the memory's text."""
+    semantic = embedder()
+    assert semantic is not None
+    text = memory_text(
+        gist=memory.gist,
+        content=memory.content,
+        tags=memory.tags,
+        keywords=memory.search_keywords,
+    )
+    vector = semantic.embed([text])[0]
+    return cosines(semantic.embed([query])[0], [stored(vector)])[0]
+
+
+@pytest.fixture
+def store(make_memory):
+    return {
+        "vegetarian": make_memory(gist="Vegetarian", content="Maya does not eat meat or fish."),
+        "car": make_memory(gist="Car trouble", content="The car broke down; towed to a garage."),
+        "dentist": make_memory(gist="Dentist", content="A filling on Tuesday at three."),
+    }
+
+
+def test_a_paraphrase_sharing_no_word_is_found_marked_and_not_strengthened(user, store):
+    reply = recall(owner=user, query="vegan food preferences", now=LATER)
+    [found] = reply["results"]
+    memory = store["vegetarian"]
+    assert found["id"] == str(memory.pk)
+    assert found["matched_by"] == "meaning"
+    assert cosine("vegan food preferences", memory) >= MEANING_FLOOR
+    # A guess is not a retrieval: nothing counted, and the record says so.
+    assert found["retrieval_count"] == 0
+    assert found["last_retrieved"] is None
+    stored_memory = Memory.objects.get(pk=memory.pk)
+    assert (stored_memory.retrieval_count, stored_memory.last_retrieved) == (0, None)
+    # Relevance 0.3 × cosine, in the usual activation.
+    expected = activation(
+        retrieval_count=0,
+        last_retrieved=None,
+        created_at=NOW,
+        salience="medium",
+        now=LATER,
+        relevance_value=relevance_value(0, 1, cosine("vegan food preferences", memory)),
+    )
+    assert found["activation_score"] == round(expected, 3)
+
+
+def test_a_memory_below_the_floor_is_not_returned(user, store):
+    # The dentist means little to "automobile repair": far below the floor.
+    assert cosine("automobile repair", store["dentist"]) < MEANING_FLOOR
+    reply = recall(owner=user, query="automobile repair", now=LATER)
+    assert [r["id"] for r in reply["results"]] == [str(store["car"].pk)]
+
+
+def test_a_lexical_match_blends_its_cosine_into_its_relevance(user, store, make_memory):
+    salad = make_memory(gist="Lunch", content="A salad with chickpeas for lunch.")
+    reply = recall(owner=user, query="chickpeas", now=LATER)
+    [found] = reply["results"][:1]
+    assert found["id"] == str(salad.pk)
+    assert "matched_by" not in found
+    assert found["retrieval_count"] == 1  # a lexical match is a retrieval
+    blended = relevance_value(1, 1, cosine("chickpeas", salad), activation_config())
+    # One word, found only in the content: lexical relevance 7/10.
+    expected = activation(
+        retrieval_count=0,
+        last_retrieved=None,
+        created_at=NOW,
+        salience="medium",
+        now=LATER,
+        relevance_value=relevance_value(7, 10, cosine("chickpeas", salad), activation_config()),
+    )
+    assert blended != expected  # the share matters
+    assert found["activation_score"] == round(expected, 3)
+
+
+def test_meaning_fills_only_places_lexical_matches_leave(user, store, make_memory):
+    for i in range(3):
+        make_memory(gist=f"Vegan cookbook {i}", content="Recipes.")
+    # Three lexical matches and a limit of three: no place left for meaning alone.
+    reply = recall(owner=user, query="vegan food preferences", limit=3, now=LATER)
+    assert reply["count"] == 3
+    assert all("matched_by" not in r for r in reply["results"])
+    # A limit of four leaves one.
+    reply = recall(owner=user, query="vegan food preferences", limit=4, now=LATER)
+    assert [r.get("matched_by") for r in reply["results"]].count("meaning") == 1
+
+
+def test_meaning_respects_the_filters(user, store):
+    found = recall(owner=user, query="vegan food preferences", category="error", now=LATER)
+    assert found["count"] == 0
+    since = recall(
+        owner=user, query="vegan food preferences", since="2100-01-01T00:00:00Z", now=LATER
+    )
+    assert since["count"] == 0
+    others = recall(
+        owner=user, query="vegan food preferences", ids=[str(store["car"].pk)], now=LATER
+    )
+    assert others["count"] == 0
+
+
+def test_without_an_embedder_recall_ranks_by_words_alone(user, store, settings):
+    settings.TAPROOT_EMBEDDER = "none"
+    assert recall(owner=user, query="vegan food preferences", now=LATER)["count"] == 0
+    reply = recall(owner=user, query="car", now=LATER)
+    [found] = reply["results"]
+    assert found["activation_score"] == round(0.6 + 0.6 + 2.5 * 1.0, 3)
+
+
+def test_an_edit_is_reflected_in_the_next_recall_in_this_worker_and_another(
+    user, store, monkeypatch
+):
+    """Each worker keeps its own cache of the owner's vectors; a write moves the owner's
+    version, and every cache takes in the new vectors at its next recall."""
+    this_worker, other_worker = VectorCache(), VectorCache()
+    query = "vegan food preferences"
+
+    def recall_in(worker: VectorCache) -> int:
+        monkeypatch.setattr(recall_module, "CACHE", worker)
+        return recall(owner=user, query=query, now=LATER)["count"]
+
+    assert recall_in(this_worker) == recall_in(other_worker) == 1  # both warmed
+    remember(
+        owner=user,
+        update_id=str(store["vegetarian"].pk),
+        gist="Steak night",
+        content="Maya grills ribeye every Friday.",
+        now=LATER,
+    )
+    assert recall_in(this_worker) == recall_in(other_worker) == 0
+
+
+def test_a_fixed_dataset_ranks_the_same_on_every_backend(user, store, make_memory):
+    make_memory(gist="Garage invoice", content="Paid the mechanic for the new clutch.")
+    reply = recall(owner=user, query="automobile repair", limit=5, now=LATER)
+    ranked = [(r["id"], r.get("matched_by"), r["activation_score"]) for r in reply["results"]]
+    by_gist = {str(m.pk): m.gist for m in Memory.objects.filter(owner=user)}
+    # Written down once; the CI run on SQLite and the one on PostgreSQL both meet it.
+    assert [(by_gist[i], how) for i, how, _ in ranked] == [
+        ("Car trouble", "meaning"),
+    ]
