@@ -44,6 +44,8 @@ STORE_SOURCES = (
     "memories/indexing.py",
     "memories/ranking.py",
     "memories/models.py",
+    "memories/embedding.py",
+    "memories/semantic.py",
 )
 DEFAULT_LOCOMO = locomo_dev_split()
 REFERENCE_SCORER = reference_scorer()

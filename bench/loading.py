@@ -19,15 +19,27 @@ from bench.synthetic import SyntheticMemory
 from memories import services
 from memories.conf import ranking_profile
 from memories.indexing import (  # the rows every write path stores
+    embedding_text,
     recall_entry,
     refresh_hashes,
     tag_keys,
     token_entries,
+    vectors_for,
 )
-from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex
+from memories.models import (
+    Memory,
+    MemoryTag,
+    MemoryToken,
+    MemoryVector,
+    RecallEntry,
+    RecallIndex,
+)
+from memories.semantic import stored
 from memories.services._common import last_touch_of
 
 BULK_BATCH = 1000
+# The recall index's version of a store loaded in bulk (memories.semantic).
+LOADED_VERSION = 1
 
 
 def ensure_users(names: Iterable[str]) -> dict[str, Any]:
@@ -94,10 +106,27 @@ def load_bulk(memories: Sequence[SyntheticMemory], users: dict[str, Any]) -> Non
             for row in rows
             for key in tag_keys(row)
         ]
+        ahead = vectors_for(rows)
         with transaction.atomic():
             Memory.objects.bulk_create(rows)
             # The ranking entries' ids come back from the insert; the tokens point at them.
             entries = RecallEntry.objects.bulk_create([recall_entry(row) for row in rows])
+            if ahead is not None:
+                _insert(
+                    MemoryVector,
+                    ("memory_id", "owner_id", "embedder", "dimension", "vector", "version"),
+                    [
+                        (
+                            memory_field.get_db_prep_save(row.pk, connection),
+                            row.owner_id,
+                            ahead.embedder.name,
+                            ahead.embedder.dimension,
+                            stored(ahead.by_text[embedding_text(row)]),
+                            LOADED_VERSION,
+                        )
+                        for row in rows
+                    ],
+                )
             tokens = [
                 (entry.pk, row.owner_id, key, in_keywords)
                 for row, entry in zip(rows, entries, strict=True)
@@ -111,6 +140,7 @@ def load_bulk(memories: Sequence[SyntheticMemory], users: dict[str, Any]) -> Non
             defaults={
                 "profile": profile.name,
                 "live_memories": RecallEntry.objects.filter(owner=user).count(),
+                "version": LOADED_VERSION,
             },
         )
 

@@ -94,6 +94,7 @@ def service_section(results: dict[str, Any]) -> str:
                 r["reflect_payload"]["catalog_cut_by_budget"],
                 f"{r['store']['token_rows']:,}",
                 f"{r['store']['load_seconds']} s",
+                f"{r['store'].get('worker_rss_mb', '–')} MB",
             )
             for r in runs
         ]
@@ -119,6 +120,7 @@ def service_section(results: dict[str, Any]) -> str:
                     "lines cut by budget",
                     "index rows",
                     "bulk load",
+                    "process RSS after the run",
                 ),
                 payload_rows,
             )
@@ -183,6 +185,75 @@ def targets_section(results: dict[str, Any]) -> str:
         ),
         rows,
     )
+
+
+# The name of a recall query measured again with recall by meaning off.
+WORDS_ONLY = ", words only"
+# The recall issues' targets: (issue, store size, operation, the largest median in ms).
+# "+" rows compare an operation with recall by meaning on to the same with it off.
+RECALL_TARGETS: tuple[tuple[str, int, str, float], ...] = (
+    *(
+        ("12", 10_000, f"recall, {n}-word query, {band} words{WORDS_ONLY}", 10.0)
+        for band in ("rare", "middle")
+        for n in (1, 3, 6)
+    ),
+    *(("12", 10_000, f"recall, {n}-word query, common words{WORDS_ONLY}", 20.0) for n in (1, 3, 6)),
+    *(
+        ("12", 100_000, f"recall, {n}-word query, {band} words{WORDS_ONLY}", 25.0)
+        for band in ("rare", "middle")
+        for n in (1, 3, 6)
+    ),
+    ("12", 100_000, f"recall, 3-word query, common words{WORDS_ONLY}", 70.0),
+    ("12", 100_000, f"recall, 6-word query, common words{WORDS_ONLY}", 120.0),
+    ("12", 100_000, "recall by category", 40.0),
+    ("14", 10_000, "remember, create", 12.0),
+)
+# Recall by meaning may add at most this much to a query's median (issue 14).
+MEANING_COST = {10_000: 3.0, 100_000: 10.0}
+
+
+def recall_targets_section(results: dict[str, Any]) -> str:
+    rows = []
+    for backend, runs in _runs_by_backend(results).items():
+        label = BACKEND_LABELS.get(backend, backend)
+        by_size = {r["size"]: r for r in runs}
+        for issue, size, name, limit in RECALL_TARGETS:
+            if size in by_size:
+                value = _median(by_size[size], name)
+                rows.append(
+                    (
+                        issue,
+                        label,
+                        size_label(size),
+                        name,
+                        f"≤ {limit:g}",
+                        ms(value),
+                        _verdict(value, limit),
+                    )
+                )
+        for size, extra in MEANING_COST.items():
+            run = by_size.get(size)
+            if run is None:
+                continue
+            for op in run["operations"]:
+                lexical = _median(run, f"{op['operation']}{WORDS_ONLY}")
+                if lexical is None:
+                    continue
+                added = op["median_ms"] - lexical
+                rows.append(
+                    (
+                        "14",
+                        label,
+                        size_label(size),
+                        f"{op['operation']}: added by meaning",
+                        f"≤ +{extra:g}",
+                        f"+{added:.2f}" if added >= 0 else f"{added:.2f}",
+                        _verdict(max(added, 0.0), extra),
+                    )
+                )
+    if not rows:
+        return "Not measured."
+    return table(("issue", "database", "memories", "operation", "target (ms)", "median", ""), rows)
 
 
 def _growth_verdict(op: dict[str, Any], before_op: dict[str, Any], ratio: float) -> str:
@@ -324,6 +395,8 @@ def render(results: dict[str, Any]) -> str:
         machine_section(results),
         "## Targets (medians at 10,000 memories)",
         targets_section(results),
+        "## Targets of the recall work (issues 12 and 14)",
+        recall_targets_section(results),
         "## Service-level latency (in process)",
         service_section(results),
         "## Growth from 10,000 to 100,000 memories",

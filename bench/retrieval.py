@@ -24,8 +24,13 @@ from bench.synthetic import SyntheticMemory
 from memories.services.recall import parse_filters, rank_memories
 
 DEPTH = 50
-# Taproot's ranking under each relevance profile (SPEC §3.1): the default first.
-RANKINGS = {"Taproot": "taproot", "Taproot, seed rule": "seed"}
+# Taproot's ranking as shipped (the taproot profile blending in meaning, SPEC §3.2) first,
+# then by words alone (§3.1) and by the original rule (the seed profile).
+RANKINGS = {
+    "Taproot": {"TAPROOT_RANKING": "taproot", "TAPROOT_EMBEDDER": "wordllama"},
+    "Taproot, words only": {"TAPROOT_RANKING": "taproot", "TAPROOT_EMBEDDER": "none"},
+    "Taproot, seed rule": {"TAPROOT_RANKING": "seed", "TAPROOT_EMBEDDER": "none"},
+}
 
 
 def memory_id(unit: str, conversation_number: int, seq: int, variant: int = 0) -> uuid.UUID:
@@ -97,8 +102,8 @@ def run(*, data_path: Path, out_dir: Path) -> dict[str, Any]:
         benchmark = locomo.build(data, unit)
         systems: dict[str, dict[str, list[str]]] = {}
         timings: dict[str, tuple[float, float]] = {}
-        for variant, (name, profile) in enumerate(RANKINGS.items()):
-            with override_settings(TAPROOT_RANKING=profile):
+        for variant, (name, ranking) in enumerate(RANKINGS.items()):
+            with override_settings(**ranking):
                 started = time.perf_counter()
                 owners, keys = load(benchmark, variant)
                 loaded = time.perf_counter() - started

@@ -10,21 +10,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.db import connection
 from django.db.models import F
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from bench.database import analyze, checkpoint
 from bench.loading import ensure_users, load_bulk
 from bench.queries import BANDS, QUERY_SIZES, QueryPools, query_pools
+from bench.report import WORDS_ONLY
 from bench.synthetic import SyntheticStore, fresh_memories, generate_store
 from bench.timing import RunPlan, measure, summarise
 from memories import services
-from memories.conf import ranking_profile
+from memories.conf import embedder, ranking_profile
 from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry
 from memories.ranking import parse_query
+from memories.semantic import memory_text
 from memories.vocabulary import CATEGORY_ORDER
 
 RECALL_BY_IDS = 5
@@ -39,6 +43,15 @@ class Operation:
     query_words: int | None = None
     # How many memories the operation has to score (recall only), averaged over its inputs.
     candidates: float | None = None
+
+
+def resident_megabytes() -> float:
+    """This process's resident memory now: a worker's, with the model loaded and the
+    owner's vectors cached by the recalls just measured."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
 
 
 def find_migrate() -> Callable[..., Any] | None:
@@ -119,22 +132,44 @@ def operations(
     def recall_query(band: str, size: int) -> Callable[[int], object]:
         return lambda i: services.recall(owner=owner, query=pools.pick(band, size, i))
 
+    def by_words_alone(call: Callable[[int], object]) -> Callable[[int], object]:
+        """The same call with recall by meaning off (TAPROOT_EMBEDDER=none)."""
+
+        def call_without_meaning(i: int) -> object:
+            with override_settings(TAPROOT_EMBEDDER="none"):
+                return call(i)
+
+        return call_without_meaning
+
     for band in BANDS:
         for size in QUERY_SIZES:
             pool = pools.queries[band][size]
             if not pool:
                 continue
             sample = pool[:10]
+            candidates = sum(_candidates(owner, query=q) for q in sample) / len(sample)
+            name = f"recall, {size}-word query, {band} words"
             ops.append(
                 Operation(
-                    f"recall, {size}-word query, {band} words",
+                    name,
                     "recall",
                     recall_query(band, size),
                     band=band,
                     query_words=size,
-                    candidates=sum(_candidates(owner, query=q) for q in sample) / len(sample),
+                    candidates=candidates,
                 )
             )
+            if embedder() is not None:
+                ops.append(
+                    Operation(
+                        f"{name}{WORDS_ONLY}",
+                        "recall",
+                        by_words_alone(recall_query(band, size)),
+                        band=band,
+                        query_words=size,
+                        candidates=candidates,
+                    )
+                )
     ops.append(
         Operation(
             f"recall by ids ({RECALL_BY_IDS})",
@@ -174,6 +209,19 @@ def operations(
         )
 
     ops.append(Operation("remember, create", "write", create))
+    semantic = embedder()
+    if semantic is not None:
+        texts = [
+            memory_text(gist=m.gist, content=m.content, tags=m.tags, keywords=m.search_keywords)
+            for m in new_memories
+        ]
+        ops.append(
+            Operation(
+                "embedding one memory",
+                "write",
+                lambda i: semantic.embed([texts[i % len(texts)]]),
+            )
+        )
     ops.append(Operation("remember, update", "write", update))
     migrate = find_migrate()
     if migrate is not None:
@@ -261,6 +309,9 @@ def run(
             }
         )
     migrate_available = find_migrate() is not None
+    facts["worker_rss_mb"] = resident_megabytes()
+    semantic = embedder()
+    facts["embedder"] = semantic.name if semantic is not None else None
     return {
         "size": size,
         "seed": seed,

@@ -6,7 +6,15 @@ import pytest
 
 from bench.loading import ensure_users, load_bulk, load_through_services
 from bench.synthetic import generate_store
-from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex, Revision
+from memories.models import (
+    Memory,
+    MemoryTag,
+    MemoryToken,
+    MemoryVector,
+    RecallEntry,
+    RecallIndex,
+    Revision,
+)
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -45,6 +53,12 @@ def _snapshot(owners: list[Any], to_generated: dict[uuid.UUID, uuid.UUID]) -> di
             "updated_us",
         )
     }
+    vectors = {
+        (gid(memory_id), embedder, bytes(vector))
+        for memory_id, embedder, vector in MemoryVector.objects.filter(
+            owner__in=owners
+        ).values_list("memory_id", "embedder", "vector")
+    }
     live_counts = sorted(
         RecallIndex.objects.filter(owner__in=owners).values_list("profile", "live_memories")
     )
@@ -59,6 +73,7 @@ def _snapshot(owners: list[Any], to_generated: dict[uuid.UUID, uuid.UUID]) -> di
         "tokens": tokens,
         "tags": tags,
         "entries": entries,
+        "vectors": vectors,
         "live_counts": live_counts,
     }
 
@@ -85,5 +100,9 @@ def test_bulk_path_writes_the_rows_the_services_write() -> None:
     assert services_rows["memories"] == bulk_rows["memories"]
     assert services_rows["tokens"] == bulk_rows["tokens"]
     assert services_rows["tags"] == bulk_rows["tags"]
+    assert services_rows["entries"] == bulk_rows["entries"]
+    assert services_rows["vectors"] == bulk_rows["vectors"]
+    assert services_rows["vectors"]  # the embedder is on: every memory has one
+    assert services_rows["live_counts"] == bulk_rows["live_counts"]
     # Replaying an update with unchanged values leaves no revision behind.
     assert not Revision.objects.exists()
