@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from memories.indexing import index_mismatch
-from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry, RecallIndex
-from memories.services import archive, remember
+from memories.models import Memory, MemoryTag, MemoryToken, MemoryVector, RecallEntry, RecallIndex
+from memories.services import archive, recall, remember
 from taproot_site.asgi import build_application
 from tests.conftest import NOW
 
@@ -126,3 +126,19 @@ def test_reindex_of_one_user_leaves_the_others_alone(user, other_user, seed_buil
 def test_reindex_names_an_unknown_user_plainly():
     with pytest.raises(CommandError, match="No account is named 'nobody'"):
         call_command("reindex_taproot", "--user", "nobody", stdout=StringIO())
+
+
+def test_reindex_gives_memories_written_without_the_embedder_their_vectors(
+    user, make_memory, settings
+):
+    settings.TAPROOT_EMBEDDER = "none"
+    memory = make_memory(gist="Vegetarian", content="Maya does not eat meat or fish.")
+    assert not MemoryVector.objects.filter(memory=memory).exists()
+    settings.TAPROOT_EMBEDDER = "wordllama"
+    # Without a vector the memory cannot be found by meaning alone ...
+    assert recall(owner=user, query="vegan food preferences", now=NOW)["count"] == 0
+    call_command("reindex_taproot", stdout=StringIO())
+    assert MemoryVector.objects.filter(memory=memory).exists()
+    # ... and with one it can.
+    [found] = recall(owner=user, query="vegan food preferences", now=NOW)["results"]
+    assert found["matched_by"] == "meaning"
