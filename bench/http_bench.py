@@ -227,9 +227,10 @@ MIXES = ("conversation", "recall")
 
 
 async def throughput(
-    url: str, token: str, workload: Workload, clients: int, seconds: float, mix: str
+    url: str, tokens: list[str], workload: Workload, clients: int, seconds: float, mix: str
 ) -> dict[str, Any]:
-    """`clients` sessions calling back to back for `seconds` (after a short warm-up)."""
+    """`clients` sessions calling back to back for `seconds` (after a short warm-up), each
+    with a token of its own, as each of a person's Claude connections has."""
     samples: list[float] = []
     errors = 0
     counter = 0
@@ -254,7 +255,7 @@ async def throughput(
                 return
 
     async with AsyncExitStack() as stack:
-        sessions = [await open_client(stack, url, token) for _ in range(clients)]
+        sessions = [await open_client(stack, url, tokens[n]) for n in range(clients)]
         tasks = [asyncio.create_task(one_client(s)) for s in sessions]
         await asyncio.sleep(1.0)  # warm-up: connections open, workers busy
         cpu_before = time.process_time()
@@ -291,7 +292,8 @@ def run(
     port = int(os.environ["TAPROOT_BENCH_PORT"])
     backend = connection.vendor
     workload = Workload(size, seed)
-    token = issue_token(workload.owner)
+    tokens = [issue_token(workload.owner) for _ in range(max(CLIENTS))]
+    token = tokens[0]
     connection.close()
     result: dict[str, Any] = {"client_mode": CLIENT_MODE, "latency": [], "throughput": []}
     for workers in WORKERS:
@@ -301,6 +303,6 @@ def run(
                     result["latency"].append({"backend": backend, **row})
             for mix in MIXES:
                 for clients in CLIENTS:
-                    row = asyncio.run(throughput(url, token, workload, clients, seconds, mix))
+                    row = asyncio.run(throughput(url, tokens, workload, clients, seconds, mix))
                     result["throughput"].append({"backend": backend, "workers": workers, **row})
     return result

@@ -17,6 +17,7 @@ TABLES = (
     "memories_memorytag",
     "memories_recallentry",
     "memories_recallindex",
+    "memories_memoryvector",
 )
 
 

@@ -208,12 +208,17 @@ def best_candidates(
     matched = "(SELECT COUNT(*) FROM scored)"
     if blend:
         # Every row the cosine part could lift past the cut; each with its vector.
-        sql = (
-            f"WITH {', '.join(ctes)} SELECT {columns}, {matched}, v.vector FROM"
-            " (SELECT s.* FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
-            f" LEFT JOIN {_table(MemoryVector)} v ON v.memory_id = band.id AND v.embedder = %s"
+        # The vector by a lookup per row of the band (a few dozen), never a join that could
+        # read every vector of the owner.
+        vector = (
+            f"(SELECT v.vector FROM {_table(MemoryVector)} v"
+            " WHERE v.memory_id = band.id AND v.embedder = %s)"
         )
-        params += [config.relevance_weight * float(semantic_share) + EPSILON, embedder]
+        sql = (
+            f"WITH {', '.join(ctes)} SELECT {columns}, {matched}, {vector} FROM"
+            " (SELECT s.* FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
+        )
+        params += [embedder, config.relevance_weight * float(semantic_share) + EPSILON]
     else:
         sql = (
             f"WITH {', '.join(ctes)} SELECT {columns}, {matched}, NULL FROM ("
