@@ -134,7 +134,13 @@ def restore_snapshot(
                 f"Snapshot {snapshot.pk} cannot be restored: memory {foreign} now belongs to "
                 "another user. Nothing was changed."
             )
-        present = Memory.objects.filter(owner_id=owner_id).select_for_update().in_bulk(ids)
+        mine = Memory.objects.filter(owner_id=owner_id).order_by("pk").select_for_update()
+        if whole_store:
+            # Every memory of the owner, those to remove too, locked before the index is
+            # touched: other writes lock a memory first and the index after, so this order
+            # never waits on one of them crosswise.
+            list(mine.values_list("pk", flat=True))
+        present = mine.in_bulk(ids)
         revisions = []
         for memory in memories:
             if memory.pk in present:
