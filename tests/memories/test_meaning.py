@@ -3,15 +3,28 @@ left over filled by memories that share no word but mean the same, marked and no
 strengthened; TAPROOT_EMBEDDER=none gives the lexical ranking exactly."""
 
 import importlib
+import io
+import uuid
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
+from django.db import connection
 
 from memories.conf import activation_config, embedder
-from memories.models import Memory
+from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.ranking import MEANING_FLOOR, activation, relevance_value
 from memories.semantic import VectorCache, cosines, memory_text, stored
-from memories.services import recall, remember
+from memories.services import (
+    compress,
+    edit_gist,
+    migrate,
+    recall,
+    remember,
+    restore_revision,
+)
+from memories.services.importing import import_store
+from memories.services.snapshots import restore_snapshot
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db
@@ -160,3 +173,51 @@ def test_a_fixed_dataset_ranks_the_same_on_every_backend(user, store, make_memor
     assert [(by_gist[i], how) for i, how, _ in ranked] == [
         ("Car trouble", "meaning"),
     ]
+
+
+@pytest.fixture
+def embeddings_in_transactions(monkeypatch):
+    """Every call of the embedder, noting whether a write transaction was open."""
+    semantic = embedder()
+    assert semantic is not None
+    calls: list[bool] = []
+    real_embed = type(semantic).embed
+
+    def noting(self, texts):
+        calls.append(connection.in_atomic_block)
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(type(semantic), "embed", noting)
+    return calls
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_write_path_embeds_before_its_write_transaction(user, embeddings_in_transactions):
+    """SQLite's write transaction holds the database's one write lock: embedding waits
+    for no one inside it."""
+    created = remember(owner=user, category="episodic", content="Kayak trip", gist="Kayak")
+    other = remember(owner=user, category="episodic", content="Canoe trip", gist="Canoe")
+    remember(owner=user, update_id=created["memory_id"], content="Kayak trip to the fjords")
+    edit_gist(
+        owner=user, memory_id=created["memory_id"], gist="Fjords", source=ChangeSource.DASHBOARD
+    )
+    compress(
+        owner=user,
+        ids=[created["memory_id"], other["memory_id"]],
+        content="Paddling trips",
+        gist="Paddling",
+    )
+    revision = Revision.objects.filter(memory_id=created["memory_id"]).order_by("pk").first()
+    restore_revision(owner=user, revision_id=revision.pk, source=ChangeSource.DASHBOARD)
+    import_store(
+        owner=user,
+        data=[{"id": str(uuid.uuid4()), "category": "event", "content": "Imported sail"}],
+    )
+    snapshot = Snapshot.objects.filter(owner=user).order_by("-pk").first()
+    restore_snapshot(snapshot_id=snapshot.pk, owner=user)
+    drifted = Memory.objects.get(pk=created["memory_id"])
+    Memory.objects.filter(pk=drifted.pk).update(gist="", tags='["Sea"]')
+    migrate(owner=user)
+    call_command("reindex_taproot", stdout=io.StringIO())
+    assert embeddings_in_transactions  # the paths above embedded
+    assert not any(embeddings_in_transactions)
