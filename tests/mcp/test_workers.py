@@ -71,3 +71,57 @@ def test_two_workers_serve_interleaved_calls_from_one_client(two_workers, portal
             assert mcp.reply("taproot_reflect")["recent_closings"]
     assert len(set(workers) - {"?"}) == 2, f"requests per worker: {dict(workers)}"
     assert "Traceback" not in server.log()
+
+
+def test_an_edit_reaches_the_vectors_every_worker_keeps(two_workers, portal, user):
+    """Each worker caches the owner's vectors for recall by meaning; an edit made through
+    one worker is seen by the next recall in both."""
+    server = two_workers
+    token = make_access_token(user, resource=f"{server.url}/mcp")
+    query = {"query": "vegan food preferences"}
+
+    def recall_until_both_workers_answered(mcp: McpCaller, seen: Counter[str]) -> set[int]:
+        counts: set[int] = set()
+        for _ in range(40):
+            counts.add(mcp.reply("taproot_recall", query)["count"])
+            if len(set(seen) - {"?"}) == 2:
+                return counts
+        raise AssertionError(f"requests per worker: {dict(seen)}")
+
+    before: Counter[str] = Counter()
+    after: Counter[str] = Counter()
+    current = before
+
+    async def note_worker(response: httpx2.Response) -> None:
+        if response.request.url.path == "/mcp":
+            current[response.headers.get(WORKER_HEADER.decode(), "?")] += 1
+
+    http_options = {
+        "limits": httpx2.Limits(max_keepalive_connections=0),
+        "event_hooks": {"response": [note_worker]},
+    }
+    with portal.wrap_async_context_manager(
+        mcp_client(f"{server.url}/mcp", token, mode="auto", **http_options)
+    ) as client:
+        mcp = McpCaller(portal=portal, client=client, mode="auto")
+        memory_id = mcp.reply(
+            "taproot_remember",
+            {
+                "category": "relationship",
+                "content": "Maya does not eat meat or fish.",
+                "gist": "Vegetarian",
+            },
+        )["memory_id"]
+        # Both workers find it by meaning, and so hold its vector.
+        assert recall_until_both_workers_answered(mcp, before) == {1}
+        mcp.reply(
+            "taproot_remember",
+            {
+                "update_id": memory_id,
+                "gist": "Steak night",
+                "content": "Maya grills ribeye every Friday.",
+            },
+        )
+        current = after
+        # Neither worker answers from the vector it held.
+        assert recall_until_both_workers_answered(mcp, after) == {0}
