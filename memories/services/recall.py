@@ -216,34 +216,40 @@ def _meaning_alone(
     `places` of them that the filters admit, best cosine first (SPEC §3.2)."""
     semantic = embedder()
     assert semantic is not None
-    nearest = CACHE.nearest(
-        owner.pk,
-        query_vector,
-        embedder=semantic,
-        version=owner_index.version,
-        generation=owner_index.generation,
-        live=owner_index.live,
-        floor_milli=config.meaning_floor,
-        # The cache may hold memories since archived or deleted, or outside the filters.
-        limit=4 * places + 16,
-        exclude=exclude,
-    )
-    if not nearest:
-        return []
-    cosine_of = dict(nearest)
-    candidate_ids = [i for i in cosine_of if narrowing.ids is None or i in narrowing.ids]
-    if not candidate_ids:
-        return []
-    admitted = best_candidates(
-        owner.pk,
-        weights=None,
-        factors=(0, 0),
-        denominator=0,
-        filters=dataclasses.replace(narrowing, ids=candidate_ids),
-        limit=len(candidate_ids),
-        now=now,
-        config=config,
-    ).candidates
+    # The cache may hold memories since archived or deleted, or outside the filters: ask
+    # it for more than the places, and for more again when too few of them are admitted.
+    wanted = 4 * places + 16
+    while True:
+        nearest = CACHE.nearest(
+            owner.pk,
+            query_vector,
+            embedder=semantic,
+            version=owner_index.version,
+            generation=owner_index.generation,
+            live=owner_index.live,
+            floor_milli=config.meaning_floor,
+            limit=wanted,
+            exclude=exclude,
+        )
+        cosine_of = dict(nearest)
+        candidate_ids = [i for i in cosine_of if narrowing.ids is None or i in narrowing.ids]
+        admitted = (
+            best_candidates(
+                owner.pk,
+                weights=None,
+                factors=(0, 0),
+                denominator=0,
+                filters=dataclasses.replace(narrowing, ids=candidate_ids),
+                limit=len(candidate_ids),
+                now=now,
+                config=config,
+            ).candidates
+            if candidate_ids
+            else []
+        )
+        if len(admitted) >= places or len(nearest) < wanted:
+            break
+        wanted *= 4
     chosen = sorted(admitted, key=lambda c: (-cosine_of[c.id], str(c.id)))[:places]
     return [dataclasses.replace(c, cosine=cosine_of[c.id]) for c in chosen]
 

@@ -221,3 +221,12 @@ def test_every_write_path_embeds_before_its_write_transaction(user, embeddings_i
     call_command("reindex_taproot", stdout=io.StringIO())
     assert embeddings_in_transactions  # the paths above embedded
     assert not any(embeddings_in_transactions)
+
+
+def test_meaning_looks_further_when_the_nearest_memories_are_filtered_out(user, make_memory):
+    text = {"gist": "Vegetarian", "content": "Maya does not eat meat or fish."}
+    for i in range(30):
+        make_memory(id=uuid.UUID(int=i + 1), category="identity", **text)
+    wanted = make_memory(id=uuid.UUID(int=2**128 - 1), category="episodic", **text)
+    reply = recall(owner=user, query="vegan food preferences", category="episodic", limit=1)
+    assert [r["id"] for r in reply["results"]] == [str(wanted.pk)]
