@@ -142,3 +142,22 @@ def test_reindex_gives_memories_written_without_the_embedder_their_vectors(
     # ... and with one it can.
     [found] = recall(owner=user, query="vegan food preferences", now=NOW)["results"]
     assert found["matched_by"] == "meaning"
+
+
+class Terminal(StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("on_a_terminal", [True, False])
+def test_reindex_shows_progress_on_a_terminal_only(user, make_memory, monkeypatch, on_a_terminal):
+    for i in range(3):
+        make_memory(gist=f"Memory {i}")
+    stderr = Terminal() if on_a_terminal else StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+    call_command("reindex_taproot", stdout=StringIO())
+    if on_a_terminal:
+        assert "3/3" in stderr.getvalue()
+        assert "memories" in stderr.getvalue()
+    else:
+        assert stderr.getvalue() == ""
