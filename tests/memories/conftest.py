@@ -8,6 +8,23 @@ from memories.models import Closing, Memory, MemoryTag, MemoryToken, Revision, S
 COUNTED_MODELS = (Memory, Revision, MemoryToken, MemoryTag, Closing, Snapshot)
 
 
+def embedded_cosine(query: str, memory: Any) -> int | None:
+    """A memory's cosine with the query as SPEC §3.2 defines it, from vectors embedded here
+    from the memory's text (never read from the store); None without an embedder."""
+    from memories.conf import embedder
+    from memories.semantic import cosines, memory_text, stored
+
+    semantic = embedder()
+    query_vector = semantic.embed([query])[0] if semantic is not None else None
+    if semantic is None or query_vector is None:
+        return None
+    text = memory_text(
+        gist=memory.gist, content=memory.content, tags=memory.tags, keywords=memory.search_keywords
+    )
+    vector = semantic.embed([text])[0]
+    return cosines(query_vector, [stored(vector) if vector is not None else None])[0]
+
+
 def row_counts() -> dict[str, int]:
     """How many rows every Taproot table holds: a refused call must leave these alone."""
     return {model.__name__: model.objects.count() for model in COUNTED_MODELS}

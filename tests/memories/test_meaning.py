@@ -14,7 +14,7 @@ from django.db import connection
 from memories.conf import activation_config, embedder
 from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.ranking import MEANING_FLOOR, activation, relevance_value
-from memories.semantic import VectorCache, cosines, memory_text, stored
+from memories.semantic import VectorCache
 from memories.services import (
     compress,
     edit_gist,
@@ -26,6 +26,7 @@ from memories.services import (
 from memories.services.importing import import_store
 from memories.services.snapshots import restore_snapshot
 from tests.conftest import NOW
+from tests.memories.conftest import embedded_cosine
 
 pytestmark = pytest.mark.django_db
 
@@ -34,17 +35,9 @@ recall_module = importlib.import_module("memories.services.recall")
 
 
 def cosine(query: str, memory: Memory) -> int:
-    """The cosine SPEC §3.2 defines, from vectors embedded here from the memory's text."""
-    semantic = embedder()
-    assert semantic is not None
-    text = memory_text(
-        gist=memory.gist,
-        content=memory.content,
-        tags=memory.tags,
-        keywords=memory.search_keywords,
-    )
-    vector = semantic.embed([text])[0]
-    return cosines(semantic.embed([query])[0], [stored(vector)])[0]
+    found = embedded_cosine(query, memory)
+    assert found is not None
+    return found
 
 
 @pytest.fixture

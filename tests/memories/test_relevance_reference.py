@@ -19,7 +19,6 @@ from memories.indexing import tag_key
 from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.ranking import MemoryValues, parse_query, reference_rank
 from memories.scoring import statistics
-from memories.semantic import cosines, memory_text, stored
 from memories.services import (
     archive,
     compress,
@@ -37,6 +36,7 @@ from memories.services.importing import import_store
 from memories.services.recall import parse_filters, rank_memories
 from memories.services.snapshots import restore_snapshot
 from tests.conftest import NOW
+from tests.memories.conftest import embedded_cosine
 
 pytestmark = pytest.mark.django_db
 
@@ -203,27 +203,11 @@ def profile(request, settings):
 
 
 def cosine_with(query: str):
-    """Each memory's cosine with the query as SPEC §3.2 defines it, from vectors embedded
-    here from the memory's text (not read from the store): None when recall does not
-    blend in meaning."""
-    semantic = embedder()
-    if semantic is None:
+    """Each memory's cosine with the query, from vectors embedded in the test: None when
+    recall does not blend in meaning."""
+    if embedder() is None:
         return None
-    query_vector = semantic.embed([query])[0]
-    if query_vector is None:
-        return None
-
-    def cosine(memory: MemoryValues) -> int | None:
-        text = memory_text(
-            gist=memory.gist,
-            content=memory.content,
-            tags=memory.tags,
-            keywords=memory.search_keywords,
-        )
-        vector = semantic.embed([text])[0]
-        return cosines(query_vector, [stored(vector) if vector is not None else None])[0]
-
-    return cosine
+    return lambda memory: embedded_cosine(query, memory)
 
 
 @settings(
