@@ -34,3 +34,8 @@ def catalog_window_days() -> int:
 
 def reflect_max_tokens() -> int:
     return int(settings.REFLECT_MAX_TOKENS)
+
+
+def reflect_nudge_hours() -> int:
+    """After this many hours without a taproot_reflect, remember and recall replies ask for one."""
+    return int(settings.TAPROOT_REFLECT_NUDGE_HOURS)

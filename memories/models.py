@@ -1,6 +1,7 @@
 """Every model of Taproot: memories, their revisions and recall index, closings, snapshots."""
 
 import uuid
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
@@ -8,10 +9,20 @@ from django.conf import settings
 from django.contrib.auth import models as auth_models
 from django.db import models
 from django.db.models import Case, Count, Exists, OuterRef, Q, Value, When
+from django.db.models.functions import Cast, Substr
 
 from memories import vocabulary
 from memories.timeutil import isoformat, parse_timestamp
-from memories.vocabulary import CATEGORY_ORDER, SALIENCE_RANK, TRACKED_FIELDS
+from memories.vocabulary import (
+    ARCHIVE_IDLE_DAYS,
+    CATEGORY_ORDER,
+    DEMOTE_IDLE_DAYS,
+    PROMOTE_MIN_RECALLS,
+    PROMOTE_RECALLED_WITHIN_DAYS,
+    SALIENCE_RANK,
+    SHORT_ID_MIN,
+    TRACKED_FIELDS,
+)
 
 # Who owns memories, closings and snapshots: settings.AUTH_USER_MODEL, which Taproot
 # leaves at Django's own user model.
@@ -107,15 +118,84 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
             "salience_rank", "-last_touched_at", "id"
         )
 
-    def catalog_window_counts(self, now: datetime, window_days: int) -> dict[str, tuple[int, int]]:
-        """Per stored category: (memories the window admits, memories it leaves out)."""
+    def tier_counts(self, now: datetime, window_days: int) -> dict[str, tuple[int, int, int]]:
+        """Per stored category: (core memories, non-core memories the catalog window admits,
+        non-core memories it leaves out)."""
         window = self.catalog_window_q(now, window_days)
+        # Grouped as the tiers index orders its entries, so it is read alone.
         rows = (
             self.order_by()
-            .values_list("category")
+            .values_list("core", "category")
             .annotate(inside=Count("pk", filter=window), outside=Count("pk", filter=~window))
         )
-        return {category: (inside, outside) for category, inside, outside in rows}
+        counts: dict[str, tuple[int, int, int]] = {}
+        for core, category, inside, outside in rows:
+            core_n, admitted, left_out = counts.get(category, (0, 0, 0))
+            if core:
+                core_n += inside + outside
+            else:
+                admitted, left_out = inside, outside
+            counts[category] = (core_n, admitted, left_out)
+        return counts
+
+    def in_core_order(self) -> "MemoryQuerySet":
+        """Salience high to low, last touch newest first, then id: the order in which core
+        memories earn a place in full when they do not all fit the budget."""
+        return self.in_catalog_order()
+
+    def with_id_prefixes(self, prefixes: Iterable[str]) -> "MemoryQuerySet":
+        """Memories whose id starts with one of these SHORT_ID_MIN-character prefixes."""
+        return self.filter(id_prefix__in=list(prefixes))
+
+    def sharing_id_prefixes(self, prefixes: Iterable[str]) -> "MemoryQuerySet":
+        """Memories whose SHORT_ID_MIN-character id prefix is one of these and is shared
+        with another memory of the same queryset (in one query)."""
+        shared = (
+            self.with_id_prefixes(prefixes)
+            .order_by()
+            .values("id_prefix")
+            .annotate(n=Count("pk"))
+            .filter(n__gt=1)
+            .values("id_prefix")
+        )
+        return self.filter(id_prefix__in=shared)
+
+    # Suggestions (never applied by themselves): the rules of memories.vocabulary.
+
+    def promotion_candidates(self, now: datetime) -> "MemoryQuerySet":
+        """Live non-core memories recalled often, and lately."""
+        since = now - timedelta(days=PROMOTE_RECALLED_WITHIN_DAYS)
+        # The last touch is at least the last recall: it lets the index narrow the scan.
+        return (
+            self.live()
+            .non_core()
+            .filter(
+                retrieval_count__gte=PROMOTE_MIN_RECALLS,
+                last_retrieved__gte=since,
+                last_touched_at__gte=since,
+            )
+        )
+
+    def demotion_candidates(self, now: datetime) -> "MemoryQuerySet":
+        """Live core memories neither recalled nor updated for DEMOTE_IDLE_DAYS."""
+        return self.live().core().filter(last_touched_at__lt=now - timedelta(days=DEMOTE_IDLE_DAYS))
+
+    def archive_candidates(self, now: datetime) -> "MemoryQuerySet":
+        """Live non-core low-salience memories never recalled and idle for ARCHIVE_IDLE_DAYS."""
+        return (
+            self.live()
+            .non_core()
+            .filter(
+                salience=Salience.LOW,
+                retrieval_count=0,
+                last_retrieved__isnull=True,
+                last_touched_at__lt=now - timedelta(days=ARCHIVE_IDLE_DAYS),
+            )
+        )
+
+    def not_dismissed(self, kind: str) -> "MemoryQuerySet":
+        dismissed = DismissedSuggestion.objects.filter(memory=OuterRef("pk"), kind=kind)
+        return self.filter(~Exists(dismissed))
 
     def outside_catalog_window(self, now: datetime, window_days: int) -> "MemoryQuerySet":
         return self.exclude(self.catalog_window_q(now, window_days))
@@ -254,6 +334,13 @@ class Memory(models.Model):
     # Hashes of the normalised gist and content, for the duplicate warning.
     gist_hash = models.CharField(max_length=64, blank=True)
     content_hash = models.CharField(max_length=64, blank=True)
+    # The id's first hex characters, kept by the database itself (whichever path wrote the
+    # row), so short ids are found by an indexed lookup, never by reading every id.
+    id_prefix = models.GeneratedField(
+        expression=Substr(Cast("id", output_field=models.CharField()), 1, SHORT_ID_MIN),
+        output_field=models.CharField(max_length=SHORT_ID_MIN),
+        db_persist=True,
+    )
 
     objects = MemoryQuerySet.as_manager()
 
@@ -290,6 +377,21 @@ class Memory(models.Model):
                 condition=Q(archived_at__isnull=True),
                 name="memory_live_gist_hash",
             ),
+            models.Index(fields=["owner", "id_prefix"], name="memory_owner_id_prefix"),
+            # The suggestions' rules: core memories by last touch (demote), and low-salience
+            # non-core ones never recalled (archive), each a small part of the store.
+            models.Index(
+                fields=["owner", "last_touched_at"],
+                condition=Q(archived_at__isnull=True, core=True),
+                name="memory_live_core_touch",
+            ),
+            models.Index(
+                fields=["owner", "last_touched_at"],
+                condition=Q(
+                    archived_at__isnull=True, core=False, salience="low", retrieval_count=0
+                ),
+                name="memory_live_archivable",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -301,7 +403,9 @@ class Memory(models.Model):
 
     @property
     def short_id(self) -> str:
-        return str(self.id)[:8]
+        """The id as people and Claude see it: the shortest prefix no other memory of the
+        owner's shares, once memories.shortids.attach_short_ids has found it."""
+        return getattr(self, "_short_id", None) or str(self.id)[:SHORT_ID_MIN]
 
     def last_touch(self) -> datetime:
         if self.last_retrieved and self.last_retrieved > self.updated_at:
@@ -545,3 +649,42 @@ class Snapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason} ({isoformat(self.created_at)})"
+
+
+class ReflectCall(models.Model):
+    """One taproot_reflect tool call: when, and through which OAuth client. It tells whether
+    Claude loaded the memory (status, the dashboard, the reflect hint); status and the
+    dashboard preview build the payload without leaving one."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    called_at = models.DateTimeField()
+    # Copied from the OAuth application: it outlives the client's registration.
+    client_id = models.CharField(max_length=255, blank=True)
+    client_name = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "called_at"], name="reflectcall_owner_called")]
+
+    def __str__(self) -> str:
+        return f"{self.client_name or 'unknown client'} at {isoformat(self.called_at)}"
+
+
+class DismissedSuggestion(models.Model):
+    """A suggestion a person turned down: the same one is not made again for this memory."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16)
+    dismissed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "kind"], name="dismissedsuggestion_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} dismissed at {isoformat(self.dismissed_at)}"

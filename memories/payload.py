@@ -2,48 +2,74 @@
 
 `taproot_reflect`, `taproot_status` and the dashboard preview all call
 `build_reflect_payload`, so what people see is exactly what Claude loads.
+
+The payload never passes its token budget. What gives way, in order: catalog lines (the
+end of the catalog order first), then the recent closings (the oldest first: shortened
+with a marker, then left out), then core memories: those that do not fit in full (the end
+of the core order) are sent as catalog-style lines in `core_overflow`, and when even those
+lines do not fit, the last of them are left out and counted in `core_omitted`.
 """
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from memories.jsonutil import dumps
 from memories.timeutil import day, isoformat, micros
-from memories.vocabulary import CATEGORY_ORDER, home_category, salience_rank
+from memories.vocabulary import CATEGORY_ORDER, SHORT_ID_MIN, home_category, salience_rank
 
 USAGE_NOTE = (
-    "Two tiers. core_memories are loaded in full every time: who you are, who you are "
-    "talking to, standing corrections and live threads. catalog holds one line per other "
-    "recent or important memory: [id] [category] [salience] [last touched] gist. When a "
-    "line looks relevant, load its full text with taproot_recall(ids=[...]); search "
-    "everything, including what the catalog leaves out, with taproot_recall(query=...) or "
-    "taproot_recall(category=...)."
+    "Each line reads [id] [salience] [last touched] gist under its category (core_overflow "
+    "lines add the category after the id): load any memory in full with "
+    "taproot_recall(ids=[...]) and search all of them, listed or not, with "
+    "taproot_recall(query=...)."
 )
+NO_GIST = "(no gist yet: run taproot_migrate)"
+# Ends a closing reflection cut short to fit the budget.
+SHORTENED_MARKER = " […shortened to fit the token budget]"
+# A closing is never shortened below this many characters of its text: it is left out.
+CLOSING_MIN_CHARS = 100
+
+
+def _gist_text(gist: str) -> str:
+    return " ".join(gist.split()) or NO_GIST
 
 
 @dataclass(frozen=True)
 class CoreEntry:
+    """A live core memory. `content` is None when the caller did not read it because it
+    could not fit in full (see `core_content_fits`)."""
+
     id: str
     category: str
     salience: str
-    content: str
+    gist: str
     updated_at: datetime
+    last_touch: datetime
+    content: str | None = None
     linked_memories: Sequence[str] = ()
 
-    def slim(self) -> dict[str, Any]:
+    def slim(self, shown: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """As sent in full, under its category (so without it)."""
+        assert self.content is not None
         item: dict[str, Any] = {
-            "id": self.id,
-            "category": self.category,
+            "id": _shown(shown, self.id),
             "salience": self.salience,
             "content": self.content,
             "updated_at": isoformat(self.updated_at),
         }
         if self.linked_memories:
-            item["linked_memories"] = list(self.linked_memories)
+            item["linked_memories"] = [_shown(shown, link) for link in self.linked_memories]
         return item
+
+    def line(self, shown_id: str | None = None) -> str:
+        """As sent in core_overflow: a catalog line that names its category."""
+        return (
+            f"[{shown_id or self.id}] [{home_category(self.category)}] [{self.salience}] "
+            f"[{day(self.last_touch)}] {_gist_text(self.gist)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -54,9 +80,11 @@ class CatalogEntry:
     gist: str
     last_touch: datetime
 
-    def line(self) -> str:
-        gist = " ".join(self.gist.split()) or "(no gist yet: run taproot_migrate)"
-        return f"[{self.id}] [{self.category}] [{self.salience}] [{day(self.last_touch)}] {gist}"
+    def line(self, shown_id: str | None = None) -> str:
+        """As sent, under its category."""
+        return f"[{shown_id or self.id}] [{self.salience}] [{day(self.last_touch)}] " + _gist_text(
+            self.gist
+        )
 
 
 @dataclass(frozen=True)
@@ -66,13 +94,17 @@ class ClosingEntry:
     created_at: datetime
     conversation_title: str | None = None
 
-    def slim(self) -> dict[str, Any]:
+    def slim(self, reflection: str | None = None) -> dict[str, Any]:
         item: dict[str, Any] = {"id": self.id}
         if self.conversation_title:
             item["conversation_title"] = self.conversation_title
-        item["reflection"] = self.reflection
+        item["reflection"] = self.reflection if reflection is None else reflection
         item["created_at"] = isoformat(self.created_at)
         return item
+
+
+def _shown(shown: Mapping[str, str] | None, memory_id: str) -> str:
+    return shown.get(memory_id, memory_id) if shown is not None else memory_id
 
 
 @dataclass(frozen=True)
@@ -82,44 +114,395 @@ class ReflectPayload:
     tokens: int
     bytes: int
     max_tokens: int
-    core_tokens: int
+    core_tokens: int  # the core tier as sent: core_memories and core_overflow
     included: list[CatalogEntry]
     # The cut lines that were read; `cut_count` also counts those never read because
-    # they could not have fitted (see `max_catalog_lines`).
+    # they could not have fitted.
     cut: list[CatalogEntry]
     cut_count: int = 0
     warnings: list[str] = field(default_factory=list)
+    # Core memories in core order: sent in full, sent as lines, and read but left out;
+    # `core_omitted` also counts those never read.
+    core_full: list[CoreEntry] = field(default_factory=list)
+    core_lines: list[CoreEntry] = field(default_factory=list)
+    core_cut: list[CoreEntry] = field(default_factory=list)
+    core_omitted: int = 0
+    closings_shortened: int = 0
+    closings_dropped: int = 0
+    shown_ids: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def kilobytes(self) -> float:
         return round(self.bytes / 1024, 1)
+
+    def shown_id(self, memory_id: str) -> str:
+        """A memory id as the payload shows it."""
+        return self.shown_ids.get(memory_id, memory_id)
+
+    def shown_ids_of(self) -> list[str]:
+        """Every memory id the payload shows (whole ids)."""
+        ids = [e.id for e in (*self.core_full, *self.core_lines)]
+        ids += [link for e in self.core_full for link in e.linked_memories]
+        return ids + [e.id for e in self.included]
 
 
 def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-# The shortest a catalog line can be in the payload: a 36-character id, the brackets and
-# spaces, a date and a one-character gist, in quotes, with a separating comma.
-MIN_LINE_CHARS = 36 + 12 + 10 + 1 + 3
+# The shortest a line can be in the payload, as counted against the budget: an id of
+# SHORT_ID_MIN characters, an empty salience, a date and a one-character gist, in quotes,
+# with a separating comma. A core memory sent in full is longer still.
+MIN_LINE_CHARS = len(f'"[{"0" * SHORT_ID_MIN}] [] [2026-01-01] x",')
 
 
-def max_catalog_lines(max_tokens: int) -> int:
-    """No payload within `max_tokens` can hold more catalog lines than this."""
-    return max_tokens * 4 // MIN_LINE_CHARS + 1
+def max_lines(chars: int) -> int:
+    """No payload can hold more lines than this in `chars` characters."""
+    return max(chars, 0) // MIN_LINE_CHARS + 1 if chars > 0 else 0
 
 
-def catalog_order(entry: CatalogEntry) -> tuple[int, int, str]:
-    """Salience high to low, then last touch newest first, then id."""
+def catalog_order(entry: CatalogEntry | CoreEntry) -> tuple[int, int, str]:
+    """Salience high to low, then last touch newest first, then id (also the core order:
+    the core memories that fit in full are the first of it)."""
     return (salience_rank(entry.salience), -micros(entry.last_touch), entry.id)
+
+
+def core_content_fits(content_lengths: Iterable[int], max_tokens: int) -> int:
+    """How many core memories, in core order with these content lengths, could possibly be
+    sent in full: each needs all before it in full, and at least its text's length."""
+    room = max_tokens * 4
+    fitting = 0
+    for length in content_lengths:
+        room -= length
+        if room < 0:
+            break
+        fitting += 1
+    return fitting
+
+
+@dataclass(frozen=True)
+class _Layout:
+    n_full: int  # core memories sent in full: the first of the core order
+    n_core_lines: int  # the next ones, sent as lines in core_overflow
+    closings: tuple[str | None, ...]  # each closing's reflection as sent; None: left out
+    n_catalog: int  # catalog lines sent: the first of the catalog order
 
 
 @dataclass(frozen=True)
 class _Rendered:
-    n_cut: int
-    payload: dict[str, Any]
+    layout: _Layout
     text: str
     tokens: int
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What a layout sends, as plain values (indices into the builder's sorted lists)."""
+
+    core_groups: dict[str, list[int]]  # category → core memories in full, in display order
+    core_omitted: int
+    catalog_groups: dict[str, list[int]]  # category → catalog lines
+    cut_counts: dict[str, int]  # catalog lines cut, per category
+    omitted_counts: dict[str, int]  # non-zero only
+    note: str
+    closings: list[tuple[int, str]]  # (index, reflection as sent)
+
+
+# How far an estimate of a layout's length may fall short of it (category keys and the
+# core_overflow key appearing or going): generous, so no layout that fits is skipped.
+_ESTIMATE_SLACK = 256
+
+
+class _Builder:
+    def __init__(
+        self,
+        *,
+        core: Iterable[CoreEntry],
+        catalog: Iterable[CatalogEntry],
+        omitted: dict[str, int],
+        closings: Iterable[ClosingEntry],
+        window_days: int,
+        max_tokens: int,
+        unlisted: dict[str, int] | None,
+        core_unlisted: int,
+        shown_ids: Mapping[str, str] | None,
+    ) -> None:
+        self.shown = dict(shown_ids) if shown_ids is not None else None
+        self.window_days = window_days
+        self.max_tokens = max_tokens
+        self.core = sorted(core, key=catalog_order)
+        self.n_readable = 0
+        while self.n_readable < len(self.core) and self.core[self.n_readable].content is not None:
+            self.n_readable += 1
+        self.lines = sorted(catalog, key=catalog_order)
+        self.closings = list(closings)
+        self.base_omitted = dict.fromkeys(CATEGORY_ORDER, 0)
+        for category, count in omitted.items():
+            self.base_omitted[home_category(category)] += int(count)
+        self.always_cut = dict.fromkeys(CATEGORY_ORDER, 0)
+        for category, count in (unlisted or {}).items():
+            self.always_cut[home_category(category)] += int(count)
+        self.core_count = len(self.core) + core_unlisted
+        # Every piece is serialised once, however many layouts are tried.
+        readable = self.core[: self.n_readable]
+        self.core_homes = [home_category(e.category) for e in self.core]
+        self.display_key = [
+            (salience_rank(e.salience), -micros(e.updated_at), e.id) for e in readable
+        ]
+        self.full_items = [e.slim(self.shown) for e in readable]
+        self.full_json = [dumps(item) for item in self.full_items]
+        self.core_line_text = [e.line(_shown(self.shown, e.id)) for e in self.core]
+        self.core_line_json = [dumps(text) for text in self.core_line_text]
+        self.catalog_homes = [home_category(e.category) for e in self.lines]
+        self.catalog_text = [e.line(_shown(self.shown, e.id)) for e in self.lines]
+        self.catalog_json = [dumps(text) for text in self.catalog_text]
+
+    # --- one layout ------------------------------------------------------------------
+
+    def parts(self, layout: _Layout) -> _Parts:
+        core_groups: dict[str, list[int]] = {}
+        for index in sorted(range(layout.n_full), key=self.display_key.__getitem__):
+            core_groups.setdefault(self.core_homes[index], []).append(index)
+        catalog_groups: dict[str, list[int]] = {}
+        cut_counts = dict(self.always_cut)
+        for index, home in enumerate(self.catalog_homes):
+            if index < layout.n_catalog:
+                catalog_groups.setdefault(home, []).append(index)
+            else:
+                cut_counts[home] += 1
+        omitted_counts = _nonzero({c: self.base_omitted[c] + cut_counts[c] for c in CATEGORY_ORDER})
+        note = catalog_note(
+            omitted=sum(self.base_omitted.values()),
+            cut=sum(cut_counts.values()),
+            window_days=self.window_days,
+        )
+        return _Parts(
+            core_groups={c: core_groups[c] for c in CATEGORY_ORDER if c in core_groups},
+            core_omitted=self.core_count - layout.n_full - layout.n_core_lines,
+            catalog_groups={c: catalog_groups[c] for c in CATEGORY_ORDER if c in catalog_groups},
+            cut_counts=cut_counts,
+            omitted_counts=omitted_counts,
+            note=note,
+            closings=[(i, r) for i, r in enumerate(layout.closings) if r is not None],
+        )
+
+    def assemble(self, layout: _Layout, tokens: str) -> str:
+        """Exactly `dumps(self.payload(layout, tokens))`, from the pieces serialised once."""
+        parts = self.parts(layout)
+        out = ['{"status":"ok","usage_note":', _USAGE_JSON, ',"core_memories":{']
+        out.append(
+            ",".join(
+                f'"{category}":[' + ",".join(self.full_json[i] for i in indices) + "]"
+                for category, indices in parts.core_groups.items()
+            )
+        )
+        out.append(f'}},"core_count":{self.core_count}')
+        if layout.n_core_lines:
+            end = layout.n_full + layout.n_core_lines
+            out += [',"core_overflow":[', ",".join(self.core_line_json[layout.n_full : end]), "]"]
+        if parts.core_omitted:
+            out.append(f',"core_omitted":{parts.core_omitted}')
+        out.append(',"catalog":{')
+        out.append(
+            ",".join(
+                f'"{category}":[' + ",".join(self.catalog_json[i] for i in indices) + "]"
+                for category, indices in parts.catalog_groups.items()
+            )
+        )
+        out.append(f'}},"catalog_count":{layout.n_catalog}')
+        if parts.omitted_counts:
+            out += [',"catalog_omitted":', dumps(parts.omitted_counts)]
+        out += [',"catalog_note":', dumps(parts.note)]
+        if parts.closings:
+            sent = (dumps(self.closings[i].slim(r)) for i, r in parts.closings)
+            out += [',"recent_closings":[', ",".join(sent), "]"]
+        out.append(f',"budget":{{"max_tokens":{self.max_tokens},"tokens":{tokens}')
+        if cut := _nonzero(parts.cut_counts):
+            out += [',"cut":', dumps(cut)]
+        out.append("}}")
+        return "".join(out)
+
+    def payload(self, layout: _Layout, tokens: int) -> dict[str, Any]:
+        parts = self.parts(layout)
+        payload: dict[str, Any] = {
+            "status": "ok",
+            "usage_note": USAGE_NOTE,
+            "core_memories": {
+                category: [self.full_items[i] for i in indices]
+                for category, indices in parts.core_groups.items()
+            },
+            "core_count": self.core_count,
+        }
+        if layout.n_core_lines:
+            end = layout.n_full + layout.n_core_lines
+            payload["core_overflow"] = self.core_line_text[layout.n_full : end]
+        if parts.core_omitted:
+            payload["core_omitted"] = parts.core_omitted
+        payload["catalog"] = {
+            category: [self.catalog_text[i] for i in indices]
+            for category, indices in parts.catalog_groups.items()
+        }
+        payload["catalog_count"] = layout.n_catalog
+        if parts.omitted_counts:
+            payload["catalog_omitted"] = parts.omitted_counts
+        payload["catalog_note"] = parts.note
+        if parts.closings:
+            payload["recent_closings"] = [self.closings[i].slim(r) for i, r in parts.closings]
+        budget: dict[str, Any] = {"max_tokens": self.max_tokens, "tokens": tokens}
+        if cut := _nonzero(parts.cut_counts):
+            budget["cut"] = cut
+        payload["budget"] = budget
+        return payload
+
+    def render(self, layout: _Layout) -> _Rendered:
+        # `tokens` counts the whole string, itself included: only its digits change, so
+        # find the fixed point arithmetically.
+        length = len(self.assemble(layout, ""))
+        tokens = math.ceil((length + 1) / 4)
+        while (fixed := math.ceil((length + len(str(tokens))) / 4)) != tokens:
+            tokens = fixed
+        return _Rendered(layout, self.assemble(layout, str(tokens)), tokens)
+
+    def fits(self, layout: _Layout) -> _Rendered | None:
+        rendered = self.render(layout)
+        return rendered if rendered.tokens <= self.max_tokens else None
+
+    # --- what gives way, in order ------------------------------------------------------
+
+    def build(self) -> ReflectPayload:
+        everything = tuple(c.reflection for c in self.closings)
+        nothing: tuple[str | None, ...] = (None,) * len(self.closings)
+        layout = _Layout(self.n_readable, len(self.core) - self.n_readable, everything, 0)
+        result = (
+            self.fits(replace(layout, n_catalog=len(self.lines)))
+            or self.cut_catalog(layout)
+            or self.shorten_closings(layout)
+            or self.move_core_to_lines(replace(layout, closings=nothing))
+            or self.cut_core_lines(_Layout(0, len(self.core), nothing, 0))
+            # Only a budget too small for the payload's fixed parts gets here.
+            or self.render(_Layout(0, 0, nothing, 0))
+        )
+        return self.finish(result)
+
+    def fewest_cuts(
+        self, layout_for: Callable[[int], _Layout], sizes: list[int]
+    ) -> _Rendered | None:
+        """The layout with the fewest of these items cut from the end that fits, if cutting
+        them all fits; with none cut it does not. Estimated from the items' sizes, then
+        settled on real renders."""
+        if not sizes or self.fits(layout_for(len(sizes))) is None:
+            return None
+        excess = len(self.render(layout_for(0)).text) - self.max_tokens * 4
+        n_cut, removed = 1, sizes[-1] + 1
+        while n_cut < len(sizes) and removed < excess:
+            n_cut += 1
+            removed += sizes[-n_cut] + 1
+        result = self.fits(layout_for(n_cut))
+        while result is None:
+            n_cut += 1
+            result = self.fits(layout_for(n_cut))
+        while n_cut > 1 and (fewer := self.fits(layout_for(n_cut - 1))) is not None:
+            n_cut -= 1
+            result = fewer
+        return result
+
+    def cut_catalog(self, layout: _Layout) -> _Rendered | None:
+        """Catalog lines cut from the end of the catalog order, as few as fit."""
+        total = len(self.lines)
+        return self.fewest_cuts(
+            lambda n_cut: replace(layout, n_catalog=total - n_cut),
+            [len(j) for j in self.catalog_json],
+        )
+
+    def shorten_closings(self, layout: _Layout) -> _Rendered | None:
+        """No catalog line; the closings, oldest first, shortened as little as fits (never
+        below CLOSING_MIN_CHARS of text), or else left out."""
+        sent = list(layout.closings)
+        for index in reversed(range(len(sent))):
+            reflection = self.closings[index].reflection
+
+            def kept(n: int, index: int = index, reflection: str = reflection) -> _Layout:
+                sent[index] = _shortened(reflection, n)
+                return replace(layout, closings=tuple(sent))
+
+            if len(reflection) > CLOSING_MIN_CHARS and self.fits(kept(CLOSING_MIN_CHARS)):
+                low, high = CLOSING_MIN_CHARS, len(reflection) - 1  # low fits
+                while low < high:
+                    middle = (low + high + 1) // 2
+                    if self.fits(kept(middle)):
+                        low = middle
+                    else:
+                        high = middle - 1
+                return self.fits(kept(low))
+            sent[index] = None
+            if result := self.fits(replace(layout, closings=tuple(sent))):
+                return result
+        return None
+
+    def move_core_to_lines(self, layout: _Layout) -> _Rendered | None:
+        """No catalog line, no closing; the most core memories in full (the first of the
+        core order) that fit with all the others sent as lines."""
+        total = len(self.core)
+        estimate = len(self.render(layout).text)
+        limit = self.max_tokens * 4
+        for n_full in range(layout.n_full - 1, -1, -1):
+            estimate -= len(self.full_json[n_full]) - len(self.core_line_json[n_full])
+            if estimate - _ESTIMATE_SLACK > limit:
+                continue  # cannot fit: skip the render
+            if result := self.fits(replace(layout, n_full=n_full, n_core_lines=total - n_full)):
+                return result
+        return None
+
+    def cut_core_lines(self, layout: _Layout) -> _Rendered | None:
+        """Nothing else left to give: core lines cut from the end of the core order."""
+        total = layout.n_core_lines
+        return self.fewest_cuts(
+            lambda n_cut: replace(layout, n_core_lines=total - n_cut),
+            [len(j) for j in self.core_line_json],
+        )
+
+    # --- the result ----------------------------------------------------------------------
+
+    def finish(self, result: _Rendered) -> ReflectPayload:
+        layout = result.layout
+        payload = self.payload(layout, result.tokens)
+        end = layout.n_full + layout.n_core_lines
+        core_sent = dumps(payload["core_memories"]) + dumps(payload.get("core_overflow", []))
+        reflect = ReflectPayload(
+            payload=payload,
+            text=result.text,
+            tokens=result.tokens,
+            bytes=len(result.text.encode()),
+            max_tokens=self.max_tokens,
+            core_tokens=estimate_tokens(core_sent),
+            included=self.lines[: layout.n_catalog],
+            cut=self.lines[layout.n_catalog :],
+            cut_count=len(self.lines) - layout.n_catalog + sum(self.always_cut.values()),
+            core_full=self.core[: layout.n_full],
+            core_lines=self.core[layout.n_full : end],
+            core_cut=self.core[end:],
+            core_omitted=self.core_count - end,
+            closings_shortened=sum(
+                1
+                for sent, closing in zip(layout.closings, self.closings, strict=True)
+                if sent is not None and sent != closing.reflection
+            ),
+            closings_dropped=layout.closings.count(None),
+            shown_ids=self.shown or {},
+        )
+        reflect.warnings.extend(_warnings(reflect))
+        return reflect
+
+
+_USAGE_JSON = dumps(USAGE_NOTE)
+
+
+def _nonzero(counts: dict[str, int]) -> dict[str, int]:
+    return {key: n for key, n in counts.items() if n}
+
+
+def _shortened(reflection: str, kept: int) -> str:
+    return reflection[:kept].rstrip() + SHORTENED_MARKER
 
 
 def build_reflect_payload(
@@ -131,121 +514,64 @@ def build_reflect_payload(
     window_days: int,
     max_tokens: int,
     unlisted: dict[str, int] | None = None,
+    core_unlisted: int = 0,
+    shown_ids: Mapping[str, str] | None = None,
 ) -> ReflectPayload:
-    """Assemble the payload and cut catalog lines until it fits `max_tokens`.
+    """Assemble the payload, giving way as the module says until it fits `max_tokens`.
 
     `catalog` holds the lines the window admits, `omitted` the per-category counts of
     live non-core memories it left out. `unlisted` counts lines the window admits that
-    the caller did not read because they come after `max_catalog_lines` in catalog
-    order: they are cut whatever happens.
+    the caller did not read, and `core_unlisted` core memories it did not read, because
+    they come too late in their order to be sent at all: they are cut whatever happens.
+    Core entries without content (too late in core order to fit in full) come after those
+    with it. `shown_ids` maps whole ids to the short ids shown; without it ids are shown
+    as given.
     """
-    core_by_category: dict[str, list[CoreEntry]] = {c: [] for c in CATEGORY_ORDER}
-    for entry in core:
-        core_by_category[home_category(entry.category)].append(entry)
-    core_memories = {}
-    for category, entries in core_by_category.items():
-        entries.sort(key=lambda e: (-micros(e.updated_at), e.id))
-        entries.sort(key=lambda e: salience_rank(e.salience))
-        core_memories[category] = [e.slim() for e in entries]
-    core_count = sum(len(v) for v in core_memories.values())
-
-    lines = sorted(catalog, key=catalog_order)
-    # Each line is formatted and measured once, however many cuts are tried.
-    homes = [home_category(entry.category) for entry in lines]
-    texts = [entry.line() for entry in lines]
-    closing_items = [c.slim() for c in closings]
-    base_omitted = dict.fromkeys(CATEGORY_ORDER, 0)
-    for category, count in omitted.items():
-        base_omitted[home_category(category)] += int(count)
-    always_cut = dict.fromkeys(CATEGORY_ORDER, 0)
-    for category, count in (unlisted or {}).items():
-        always_cut[home_category(category)] += int(count)
-
-    def render(n_cut: int) -> _Rendered:
-        kept = len(lines) - n_cut
-        grouped: dict[str, list[str]] = {c: [] for c in CATEGORY_ORDER}
-        cut_counts = dict(always_cut)
-        for index, home in enumerate(homes):
-            if index < kept:
-                grouped[home].append(texts[index])
-            else:
-                cut_counts[home] += 1
-        budget: dict[str, Any] = {"max_tokens": max_tokens, "tokens": 0, "cut": cut_counts}
-        payload = {
-            "status": "ok",
-            "usage_note": USAGE_NOTE,
-            "core_memories": core_memories,
-            "core_count": core_count,
-            "catalog": grouped,
-            "catalog_count": kept,
-            "catalog_omitted": {c: base_omitted[c] + cut_counts[c] for c in CATEGORY_ORDER},
-            "catalog_note": catalog_note(
-                omitted=sum(base_omitted.values()),
-                cut=sum(cut_counts.values()),
-                window_days=window_days,
-            ),
-            "recent_closings": closing_items,
-            "budget": budget,
-        }
-        # `tokens` counts the whole string, itself included. Serialise once with a 0
-        # there, then find the fixed point arithmetically: only its digits change.
-        draft = dumps(payload)
-        marker = draft.rindex('"tokens":0,"cut":') + len('"tokens":')
-        before, after = draft[:marker], draft[marker + 1 :]
-        tokens = estimate_tokens(before + after) + 1
-        while (fixed := estimate_tokens(before + str(tokens) + after)) != tokens:
-            tokens = fixed
-        budget["tokens"] = tokens
-        return _Rendered(n_cut, payload, before + str(tokens) + after, tokens)
-
-    result = render(len(lines))
-    if lines and result.tokens <= max_tokens:
-        # Some lines fit: find the fewest cuts that fit. Estimate from the lines'
-        # lengths, then settle exactly on real renders.
-        whole = render(0)
-        result = whole
-        if whole.tokens > max_tokens:
-            excess = len(whole.text) - max_tokens * 4
-            n_cut, removed = 0, 0
-            while n_cut < len(lines) and removed < excess:
-                n_cut += 1
-                removed += len(dumps(texts[-n_cut])) + 1
-            result = render(n_cut)
-            while result.tokens > max_tokens:
-                result = render(result.n_cut + 1)
-            while result.n_cut > 0:
-                fewer = render(result.n_cut - 1)
-                if fewer.tokens > max_tokens:
-                    break
-                result = fewer
-
-    tokens = result.tokens
-    core_tokens = estimate_tokens(dumps(core_memories))
-    warnings: list[str] = []
-    if tokens > max_tokens:
-        warnings.append(
-            f"Core memories and closings alone need about {tokens:,} tokens, over the "
-            f"{max_tokens:,}-token budget: the payload is sent whole. Demote or compress "
-            "core memories."
-        )
-    if core_tokens > max_tokens / 2:
-        warnings.append(
-            f"Core memories alone use about {core_tokens:,} tokens, more than half of the "
-            f"{max_tokens:,}-token budget."
-        )
-    kept = len(lines) - result.n_cut
-    return ReflectPayload(
-        payload=result.payload,
-        text=result.text,
-        tokens=tokens,
-        bytes=len(result.text.encode()),
+    return _Builder(
+        core=core,
+        catalog=catalog,
+        omitted=omitted,
+        closings=closings,
+        window_days=window_days,
         max_tokens=max_tokens,
-        core_tokens=core_tokens,
-        included=lines[:kept],
-        cut=lines[kept:],
-        cut_count=sum(result.payload["budget"]["cut"].values()),
-        warnings=warnings,
-    )
+        unlisted=unlisted,
+        core_unlisted=core_unlisted,
+        shown_ids=shown_ids,
+    ).build()
+
+
+def _warnings(reflect: ReflectPayload) -> list[str]:
+    warnings: list[str] = []
+    budget = f"{reflect.max_tokens:,}-token budget"
+    if reflect.tokens > reflect.max_tokens:
+        warnings.append(
+            f"Even with everything else left out the payload needs about {reflect.tokens:,} "
+            f"tokens, over its {budget}: raise REFLECT_MAX_TOKENS."
+        )
+    core_count = reflect.payload["core_count"]
+    if not_in_full := core_count - len(reflect.core_full):
+        how = f"{len(reflect.core_lines):,} are sent as catalog lines (core_overflow)"
+        if reflect.core_omitted:
+            how += f" and {reflect.core_omitted:,} are left out (core_omitted)"
+        warnings.append(
+            f"{not_in_full:,} of the {core_count:,} core memories do not fit in full in the "
+            f"{budget}: {how}. Demote the ones that need not be loaded in full every time."
+        )
+    if reflect.closings_shortened or reflect.closings_dropped:
+        done = []
+        if reflect.closings_shortened:
+            done.append(f"{reflect.closings_shortened} shortened")
+        if reflect.closings_dropped:
+            done.append(f"{reflect.closings_dropped} left out")
+        warnings.append(
+            f"Of the recent closings, {' and '.join(done)} to keep the payload within its {budget}."
+        )
+    if reflect.core_tokens > reflect.max_tokens / 2:
+        warnings.append(
+            f"Core memories alone use about {reflect.core_tokens:,} tokens, more than half of "
+            f"the {budget}."
+        )
+    return warnings
 
 
 def catalog_note(*, omitted: int, cut: int, window_days: int) -> str:

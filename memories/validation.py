@@ -9,6 +9,7 @@ import math
 import reprlib
 import uuid
 from collections.abc import Iterable, Sized
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from memories.vocabulary import (
     LEGACY_CATEGORIES,
     NUMERIC_SALIENCE,
     SALIENCE_VALUES,
+    SHORT_ID_MIN,
     whole_number,
 )
 
@@ -278,32 +280,63 @@ def coerce_string_list(
     return result
 
 
-def _as_memory_id(value: Any) -> uuid.UUID | None:
+_HEX_DIGITS = frozenset("0123456789abcdef")
+_UUID_HEX_LENGTH = 32
+ID_FORMAT = (
+    f"the id of one of your memories, as shown in the catalog (its first {SHORT_ID_MIN} or "
+    "more characters) or whole"
+)
+
+
+def parse_memory_ref(value: Any) -> uuid.UUID | str | None:
+    """A memory id as a tool may send it: the whole id (a UUID), or a prefix of at least
+    SHORT_ID_MIN hex characters (hyphens, and the brackets of a catalog line, ignored),
+    returned as lowercase hex. None when it is neither."""
     if isinstance(value, uuid.UUID):
         return value
-    if isinstance(value, str):
-        try:
-            return uuid.UUID(value.strip())
-        except ValueError:
-            pass
+    if not isinstance(value, str):
+        return None
+    text = value.strip().strip("[]").strip()
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        pass
+    digits = text.replace("-", "").lower()
+    if SHORT_ID_MIN <= len(digits) < _UUID_HEX_LENGTH and set(digits) <= _HEX_DIGITS:
+        return digits
     return None
 
 
 def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
-    if value is None:
-        raise InvalidInput(
-            f"{field} is required: the id of one of your memories, a UUID as shown in the catalog."
-        )
-    memory_id = _as_memory_id(value)
-    if memory_id is None:
-        raise InvalidInput(
-            f"{field} must be a memory id, a UUID as shown in the catalog (got {shown(value)})."
-        )
+    """A whole memory id (a UUID)."""
+    memory_id = coerce_memory_ref(value, field=field)
+    if not isinstance(memory_id, uuid.UUID):
+        raise InvalidInput(f"{field} must be a whole memory id, a UUID (got {shown(value)}).")
     return memory_id
 
 
-def split_id_list(value: Any, *, field: str, max_items: int) -> tuple[list[uuid.UUID], list[Any]]:
-    """The distinct memory ids of a list argument, and its entries that are not memory ids.
+def coerce_memory_ref(value: Any, *, field: str = "memory_id") -> uuid.UUID | str:
+    """A memory id or a prefix of one (see parse_memory_ref); the caller resolves a prefix."""
+    if value is None:
+        raise InvalidInput(f"{field} is required: {ID_FORMAT}.")
+    memory_ref = parse_memory_ref(value)
+    if memory_ref is None:
+        raise InvalidInput(f"{field} must be {ID_FORMAT} (got {shown(value)}).")
+    return memory_ref
+
+
+@dataclass(frozen=True)
+class IdList:
+    """The entries of a list argument of memory ids, sorted by what they are."""
+
+    ids: list[uuid.UUID]  # whole ids, distinct, in the order given
+    prefixes: dict[str, Any]  # each distinct prefix (lowercase hex) → the entry as sent
+    malformed: list[Any]  # neither
+
+
+def split_id_list(value: Any, *, field: str, max_items: int) -> IdList:
+    """The distinct memory ids and prefixes of a list argument, and its entries that are
+    neither.
 
     For a caller that skips what names no memory instead of refusing the whole list; blank
     and null entries are left out, and only the list itself, or its length, is refused.
@@ -313,30 +346,31 @@ def split_id_list(value: Any, *, field: str, max_items: int) -> tuple[list[uuid.
     except InvalidInput:
         raise InvalidInput(f"{field} must be a list of memory ids (got {shown(value)}).") from None
     ids: dict[uuid.UUID, None] = {}  # a dict: distinct, in the order given
+    prefixes: dict[str, Any] = {}
     malformed: list[Any] = []
     for item in items:
         if item is None or (isinstance(item, str) and not item.strip()):
             continue
-        memory_id = _as_memory_id(item)
-        if memory_id is None:
+        memory_ref = parse_memory_ref(item)
+        if memory_ref is None:
             if not (isinstance(item, str) and item in malformed):
                 malformed.append(item)
+        elif isinstance(memory_ref, uuid.UUID):
+            ids[memory_ref] = None
         else:
-            ids[memory_id] = None
-        if len(ids) + len(malformed) > max_items:
+            prefixes.setdefault(memory_ref, item)
+        if len(ids) + len(prefixes) + len(malformed) > max_items:
             count = len(items)
             raise InvalidInput(f"{field} may hold at most {max_items} entries (got {count}).")
-    return list(ids), malformed
+    return IdList(list(ids), prefixes, malformed)
 
 
-def coerce_id_list(value: Any, *, field: str, max_items: int) -> list[uuid.UUID]:
+def coerce_id_list(value: Any, *, field: str, max_items: int) -> IdList:
+    """Like split_id_list, but an entry that is not an id (nor a prefix) refuses the list."""
     raw = coerce_string_list(value, field=field, max_items=max_items, max_length=100)
-    ids: list[uuid.UUID] = []
     for item in raw:
-        memory_id = coerce_memory_id(item, field=f"each entry of {field}")
-        if memory_id not in ids:
-            ids.append(memory_id)
-    return ids
+        coerce_memory_ref(item, field=f"each entry of {field}")
+    return split_id_list(raw, field=field, max_items=max_items)
 
 
 def coerce_since(value: Any) -> datetime:

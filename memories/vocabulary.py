@@ -102,3 +102,29 @@ def whole_number(text: str) -> int | None:
     space around is ignored), or None when it spells none."""
     stripped = text.strip()
     return int(stripped) if _WHOLE_NUMBER.fullmatch(stripped) else None
+
+
+# --- short ids -----------------------------------------------------------------------
+
+# A memory is shown by the shortest prefix of its id that no other memory of its owner's
+# shares, never shorter than this many hex characters; tools accept any unique prefix of
+# at least this length. The database keeps each id's first this-many characters indexed.
+SHORT_ID_MIN: Final = 8
+
+# --- suggested promotions, demotions and archiving -----------------------------------
+
+PROMOTE: Final = "promote"
+DEMOTE: Final = "demote"
+ARCHIVE: Final = "archive"
+SUGGESTION_KINDS: Final[tuple[str, ...]] = (PROMOTE, DEMOTE, ARCHIVE)
+
+# Promote a non-core memory recalled at least this often, last within this many days
+# (inclusive: a recall exactly that long ago counts).
+PROMOTE_MIN_RECALLS: Final = 5
+PROMOTE_RECALLED_WITHIN_DAYS: Final = 14
+# Demote a core memory whose last touch (update or recall) is more than this many days
+# old: one touched exactly that long ago was touched within the period.
+DEMOTE_IDLE_DAYS: Final = 90
+# Archive a low-salience, non-core memory never recalled and not updated for more than
+# this many days (same boundary as above).
+ARCHIVE_IDLE_DAYS: Final = 180

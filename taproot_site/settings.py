@@ -72,7 +72,11 @@ TAPROOT_REGISTRATION_WINDOW_SECONDS = env_int(
 TAPROOT_MCP_BODY_TIMEOUT = env_int("TAPROOT_MCP_BODY_TIMEOUT", 10, minimum=1)
 TAPROOT_MCP_REQUESTS_PER_TOKEN = env_int("TAPROOT_MCP_REQUESTS_PER_TOKEN", 5, minimum=1)
 CATALOG_WINDOW_DAYS = env_int("CATALOG_WINDOW_DAYS", 45, minimum=0)
-REFLECT_MAX_TOKENS = env_int("REFLECT_MAX_TOKENS", 8000, minimum=500)
+# The reflect payload never passes this many tokens; below 2,000 its fixed parts (the notes,
+# the counts) might not fit.
+REFLECT_MAX_TOKENS = env_int("REFLECT_MAX_TOKENS", 8000, minimum=2000)
+# remember and recall replies ask Claude to call taproot_reflect when it has not for this long.
+TAPROOT_REFLECT_NUDGE_HOURS = env_int("TAPROOT_REFLECT_NUDGE_HOURS", 12, minimum=1)
 
 # The recall relevance profile (SPEC §3.1): "taproot" weighs query words by how rare they
 # are; "seed" is the original rule. The index is built for one of them: after a change,

@@ -16,26 +16,34 @@ from memories.services.curation import (
     set_curation,
     unarchive,
 )
+from memories.services.loaded import record_reflect, reflect_hint, reflect_history
 from memories.services.normalise import migrate
 from memories.services.recall import rank_memories, recall
 from memories.services.reflect import reflect, status
 from memories.services.remember import remember
+from memories.services.suggestions import apply_suggestion, dismiss_suggestion, suggestions
 
 __all__ = [
+    "apply_suggestion",
     "archive",
     "close",
     "compress",
     "delete",
+    "dismiss_suggestion",
     "edit_gist",
     "forget",
     "migrate",
     "promote",
     "rank_memories",
     "recall",
+    "record_reflect",
     "reflect",
+    "reflect_hint",
+    "reflect_history",
     "remember",
     "restore_revision",
     "set_curation",
     "status",
+    "suggestions",
     "unarchive",
 ]

@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from memories.errors import InvalidInput
 from memories.models import ChangeSource, Memory, Revision, User
-from memories.validation import coerce_memory_id
+from memories.shortids import resolve_prefixes
+from memories.validation import coerce_memory_ref, shown
 
 
 def now_or(now: datetime | None) -> datetime:
@@ -18,8 +19,9 @@ def now_or(now: datetime | None) -> datetime:
 def get_memory(
     owner: User, memory_id: Any, *, for_update: bool = False, field: str = "memory_id"
 ) -> Memory:
-    """The caller's memory with this id; a foreign id is as unknown as a made-up one."""
-    pk = coerce_memory_id(memory_id, field=field)
+    """The caller's memory with this id (or unique id prefix); a foreign id is as unknown
+    as a made-up one."""
+    pk = resolve_memory_id(owner, memory_id, field=field)
     queryset = Memory.objects.for_owner(owner)
     if for_update:
         queryset = queryset.select_for_update()
@@ -30,6 +32,27 @@ def get_memory(
             "it with taproot_recall(query=...)."
         )
     return memory
+
+
+def resolve_memory_id(owner: User, value: Any, *, field: str = "memory_id") -> uuid.UUID:
+    """The whole id a single-id argument names: as sent, or the one memory of the owner's
+    whose id starts with the prefix sent. A prefix naming none or several is refused."""
+    memory_ref = coerce_memory_ref(value, field=field)
+    if isinstance(memory_ref, uuid.UUID):
+        return memory_ref
+    resolved = resolve_prefixes(owner, [memory_ref])
+    if memory_ref in resolved.ids:
+        return resolved.ids[memory_ref]
+    if candidates := resolved.ambiguous.get(memory_ref):
+        raise InvalidInput(
+            f"{field} {shown(value)} is the start of {len(candidates)} of your memories' ids: "
+            + ", ".join(map(str, candidates))
+            + ". Send more characters of the one you mean, or its whole id."
+        )
+    raise InvalidInput(
+        f"No memory of yours has an id starting with {shown(value)}. Check the id in the "
+        "catalog, or find it with taproot_recall(query=...)."
+    )
 
 
 def record_revision(

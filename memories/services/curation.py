@@ -19,6 +19,7 @@ from memories.services._common import (
     touch,
 )
 from memories.services.normalise import normalise_salience
+from memories.shortids import resolve_prefixes, skipped_prefixes_warning
 from memories.validation import (
     MAX_CONTENT,
     MAX_GIST,
@@ -59,9 +60,11 @@ def promote(
     memory_id: Any,
     core: Any = None,
     salience: Any = None,
+    source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    """Set core and/or salience from a tool call: this counts as an update (bumps updated_at)."""
+    """Set core and/or salience from a tool call (or a suggestion applied in the dashboard):
+    this counts as an update (bumps updated_at)."""
     now = now_or(now)
     values, warnings = _curation_values(core, salience)
     with transaction.atomic():
@@ -76,7 +79,7 @@ def promote(
             setattr(memory, name, value)
         touch(memory, now)
         memory.save(update_fields=[*values, "updated_at", "last_touched_at"])
-        record_revision(memory, before, source=ChangeSource.TOOL, action="promote", now=now)
+        record_revision(memory, before, source=source, action="promote", now=now)
         reindex([memory], text_changed=False)
     reply: dict[str, Any] = {
         "status": "ok",
@@ -228,9 +231,19 @@ def compress(
     warnings: list[str] = []
     if ids is None:
         raise InvalidInput("compress needs ids: two or more of your live memory ids.")
-    original_ids = coerce_id_list(ids, field="ids", max_items=MAX_RECALL_IDS)
+    id_list = coerce_id_list(ids, field="ids", max_items=MAX_RECALL_IDS)
+    original_ids = id_list.ids
+    skipped = ""
+    if id_list.prefixes:
+        # A short id names its memory; one naming none or several is skipped, and named.
+        resolved = resolve_prefixes(owner, list(id_list.prefixes))
+        original_ids = list(dict.fromkeys([*original_ids, *resolved.ids.values()]))
+        if resolved.ambiguous or resolved.unknown:
+            skipped = skipped_prefixes_warning("ids", resolved, id_list.prefixes)
+            warnings.append(skipped)
     if len(original_ids) < 2:
-        raise InvalidInput("compress needs at least two distinct memory ids in ids.")
+        need = "compress needs at least two distinct memory ids in ids."
+        raise InvalidInput(f"{need} {skipped}" if skipped else need)
     clean_content = require_text(content, field="content", limit=MAX_CONTENT)
     clean_gist = require_text(trimmed(gist), field="gist", limit=MAX_GIST)
     clean_category = None

@@ -28,9 +28,12 @@ from memories.ranking import (
 from memories.scoring import Filters, OwnerIndex, best_candidates, statistics
 from memories.semantic import CACHE, cosines
 from memories.services._common import now_or
+from memories.services.loaded import with_reflect_hint
+from memories.shortids import resolve_prefixes, skipped_prefixes_warning
 from memories.timeutil import isoformat, micros
 from memories.validation import (
     DEFAULT_RECALL_LIMIT,
+    ID_FORMAT,
     MAX_ITEM_LENGTH,
     MAX_LIST_ITEMS,
     MAX_QUERY,
@@ -62,6 +65,8 @@ class RecallFilters:
     since: datetime | None
     limit: int
     warnings: list[str]
+    # Id prefixes sent in ids, not yet looked up (each → the entry as sent).
+    prefixes: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_filters(
@@ -84,15 +89,18 @@ def parse_filters(
         if warning:
             warnings.append(warning)
     clean_ids = None
+    prefixes: dict[str, Any] = {}
     if ids is not None:
-        clean_ids, malformed = split_id_list(ids, field="ids", max_items=MAX_RECALL_IDS)
-        if malformed:
+        id_list = split_id_list(ids, field="ids", max_items=MAX_RECALL_IDS)
+        clean_ids, prefixes = id_list.ids, id_list.prefixes
+        if id_list.malformed:
             # One bad entry must not cost the others: it is skipped, and named.
             warnings.append(
-                "Skipped entries of ids that are not memory ids (a memory id is a UUID as "
-                "shown in the catalog): " + ", ".join(shown(item) for item in malformed) + "."
+                f"Skipped entries of ids that are not memory ids (send {ID_FORMAT}): "
+                + ", ".join(shown(item) for item in id_list.malformed)
+                + "."
             )
-        elif not clean_ids:
+        elif not clean_ids and not prefixes:
             # An empty list (however encoded) asks for no particular ids: it does not filter.
             clean_ids = None
     tag_list = coerce_string_list(
@@ -103,8 +111,8 @@ def parse_filters(
     clean_since = None if blank_since else coerce_since(since)
     if limit is not None:
         clean_limit = coerce_int(limit, field="limit", minimum=1, maximum=MAX_RECALL_LIMIT)
-    elif clean_ids:
-        clean_limit = len(clean_ids)
+    elif clean_ids or prefixes:
+        clean_limit = len(clean_ids or []) + len(prefixes)
     else:
         clean_limit = DEFAULT_RECALL_LIMIT
     return RecallFilters(
@@ -115,7 +123,21 @@ def parse_filters(
         since=clean_since,
         limit=clean_limit,
         warnings=warnings,
+        prefixes=prefixes,
     )
+
+
+def resolve_id_prefixes(owner: User, filters: RecallFilters) -> RecallFilters:
+    """The filters with each id prefix replaced by the one memory it names; a prefix naming
+    none or several is skipped and named, with the candidates, in a warning."""
+    if not filters.prefixes:
+        return filters
+    resolved = resolve_prefixes(owner, list(filters.prefixes))
+    warnings = list(filters.warnings)
+    if resolved.ambiguous or resolved.unknown:
+        warnings.append(skipped_prefixes_warning("ids", resolved, filters.prefixes))
+    ids = list(dict.fromkeys([*(filters.ids or []), *resolved.ids.values()]))
+    return dataclasses.replace(filters, ids=ids, prefixes={}, warnings=warnings)
 
 
 @dataclass(frozen=True)
@@ -269,11 +291,13 @@ def recall(
     filters = parse_filters(
         query=query, category=category, ids=ids, tags=tags, since=since, limit=limit
     )
+    filters = resolve_id_prefixes(owner, filters)
     # Ranking only reads, so it runs outside the write transaction: on SQLite that
     # transaction holds the database's one write lock, which other requests wait for.
     ranking = rank_memories(owner, filters, now=now)
     if ranking.only_stop_words:
-        return _reply([], filters.warnings, truncated=False, note=STOP_WORDS_NOTE)
+        reply = _reply([], filters.warnings, truncated=False, note=STOP_WORDS_NOTE)
+        return with_reflect_hint(reply, owner, now=now)
     ranked = ranking.ranked
     chosen_ids = [item.candidate.id for item in ranked]
     memories = Memory.objects.for_owner(owner).live().filter(pk__in=chosen_ids).order_by().in_bulk()
@@ -318,7 +342,7 @@ def recall(
             + ", ".join(map(str, missing))
             + ".",
         ]
-    return _reply(results, warnings, truncated=truncated)
+    return with_reflect_hint(_reply(results, warnings, truncated=truncated), owner, now=now)
 
 
 def _missing(owner: User, ids: list[uuid.UUID], results: list[dict[str, Any]]) -> list[uuid.UUID]:

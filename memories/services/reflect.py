@@ -1,67 +1,92 @@
 """Gather what the reflect payload shows and build it (SPEC §5, §8)."""
 
-from collections import Counter
+import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from django.db.models.functions import Length
 
 from memories.conf import catalog_window_days, reflect_max_tokens
 from memories.models import Closing, Memory, User
 from memories.payload import (
+    USAGE_NOTE,
     CatalogEntry,
     ClosingEntry,
     CoreEntry,
     ReflectPayload,
     build_reflect_payload,
-    max_catalog_lines,
+    core_content_fits,
+    max_lines,
 )
 from memories.services._common import now_or
-from memories.vocabulary import CATEGORY_ORDER, home_category
+from memories.services.loaded import reflect_history
+from memories.services.suggestions import suggestions
+from memories.shortids import short_ids
+from memories.timeutil import isoformat
+from memories.vocabulary import CATEGORY_ORDER, SHORT_ID_MIN, home_category
 
 RECENT_CLOSINGS = 3
 
 
-def reflect(*, owner: User, now: datetime | None = None) -> ReflectPayload:
-    """The start-of-conversation payload for this owner. Reads only.
+@dataclass(frozen=True)
+class _Gathered:
+    payload: ReflectPayload
+    # Per stored category: (core, non-core the window admits, non-core it leaves out).
+    tier_counts: dict[str, tuple[int, int, int]]
 
-    Three queries whatever the store's size: core memories in full, catalog lines (gist
-    only) plus per-category counts of what the window leaves out, and recent closings.
-    """
-    now = now_or(now)
+
+def reflect(*, owner: User, now: datetime | None = None) -> ReflectPayload:
+    """The start-of-conversation payload for this owner. Reads only (the tool records the
+    call itself, with memories.services.record_reflect)."""
+    return _gather(owner, now_or(now)).payload
+
+
+def _gather(owner: User, now: datetime) -> _Gathered:
+    """Six queries at most, whatever the store's size: counts per category and tier, the
+    core memories that could be shown (their text only for those that could fit in full),
+    the recent closings, the catalog lines that could fit, and the short ids shown.
+    Nothing is read that the budget rules out before it is read."""
     window_days = catalog_window_days()
+    max_tokens = reflect_max_tokens()
+    room = max_tokens * 4
     live = Memory.objects.for_owner(owner).live()
+    tier_counts = live.tier_counts(now, window_days)
+    core_total = sum(core for core, _, _ in tier_counts.values())
+
+    # Any core memory shown (in full or as a line) takes at least a line's length.
+    core_rows = list(
+        live.core()
+        .in_core_order()
+        .values_list(
+            "id",
+            "category",
+            "salience",
+            "gist",
+            "updated_at",
+            "last_touched_at",
+            "linked_memories",
+            Length("content"),
+        )[: max_lines(room)]
+        if core_total
+        else []
+    )
+    n_full = core_content_fits((row[-1] for row in core_rows), max_tokens)
+    full_ids = [row[0] for row in core_rows[:n_full]]
+    contents = dict(Memory.objects.filter(pk__in=full_ids).values_list("id", "content"))
     core = [
         CoreEntry(
             id=str(pk),
             category=category,
             salience=salience,
-            content=content,
+            gist=gist,
             updated_at=updated_at,
+            last_touch=touched,
+            content=contents.get(pk),
             linked_memories=_string_list(links),
         )
-        for pk, category, salience, content, updated_at, links in live.core().values_list(
-            "id", "category", "salience", "content", "updated_at", "linked_memories"
-        )
+        for pk, category, salience, gist, updated_at, touched, links, _ in core_rows
     ]
-    non_core = live.non_core()
-    # Only lines that could fit the budget are read: the rest are cut whatever happens,
-    # so they are only counted. This keeps the cost flat however large the store grows.
-    max_tokens = reflect_max_tokens()
-    bound = max_catalog_lines(max_tokens)
-    catalog = [
-        CatalogEntry(id=str(pk), category=category, salience=salience, gist=gist, last_touch=touch)
-        for pk, category, salience, gist, touch in Memory.objects.filter(
-            # Choose the lines in the index alone, then read the chosen ones.
-            pk__in=non_core.in_catalog_window(now, window_days)
-            .in_catalog_order()
-            .values("id")[:bound]
-        ).values_list("id", "category", "salience", "gist", "last_touched_at")
-    ]
-    omitted: dict[str, int] = {}
-    unlisted: dict[str, int] = {}
-    read = Counter(entry.category for entry in catalog)
-    for category, (inside, outside) in non_core.catalog_window_counts(now, window_days).items():
-        omitted[category] = outside
-        unlisted[category] = inside - read[category]
     closings = [
         ClosingEntry(
             id=str(pk), reflection=reflection, created_at=created_at, conversation_title=title
@@ -70,15 +95,78 @@ def reflect(*, owner: User, now: datetime | None = None) -> ReflectPayload:
         .newest_first()
         .values_list("id", "reflection", "created_at", "conversation_title")[:RECENT_CLOSINGS]
     ]
-    return build_reflect_payload(
-        core=core,
-        catalog=catalog,
-        omitted=omitted,
-        closings=closings,
-        window_days=window_days,
-        max_tokens=max_tokens,
-        unlisted=unlisted,
-    )
+
+    # A catalog line is sent only with every core memory that fits in full, the others as
+    # lines, and the closings whole: what they take at the least leaves room for so many.
+    taken = len(USAGE_NOTE) + sum(len(c.reflection) for c in closings)
+    taken += sum(row[-1] for row in core_rows[:n_full])
+    taken += sum(len(" ".join(row[3].split())) for row in core_rows[n_full:])
+    inside = sum(i for _, i, _ in tier_counts.values())
+    bound = max_lines(room - taken) if inside else 0
+    catalog = [
+        CatalogEntry(id=str(pk), category=category, salience=salience, gist=gist, last_touch=touch)
+        for pk, category, salience, gist, touch in (
+            Memory.objects.filter(
+                # Choose the lines in the index alone, then read the chosen ones.
+                pk__in=live.non_core()
+                .in_catalog_window(now, window_days)
+                .in_catalog_order()
+                .values("id")[:bound]
+            ).values_list("id", "category", "salience", "gist", "last_touched_at")
+            if bound
+            else []
+        )
+    ]
+    omitted: dict[str, int] = {}
+    unlisted: dict[str, int] = {}
+    read: dict[str, int] = {}
+    for entry in catalog:
+        read[entry.category] = read.get(entry.category, 0) + 1
+    for category, (_, admitted, left_out) in tier_counts.items():
+        omitted[category] = left_out
+        unlisted[category] = admitted - read.get(category, 0)
+
+    def build(shown: dict[str, str]) -> ReflectPayload:
+        return build_reflect_payload(
+            core=core,
+            catalog=catalog,
+            omitted=omitted,
+            closings=closings,
+            window_days=window_days,
+            max_tokens=max_tokens,
+            unlisted=unlisted,
+            core_unlisted=core_total - len(core),
+            shown_ids=shown,
+        )
+
+    # Built first with every id at its shortest; only ids that turn out to need more
+    # characters build it again. Longer ids take more room, so the second build shows
+    # none that the first did not.
+    shortest: dict[str, str] = {}
+    for memory_id in [e.id for e in core] + [e.id for e in catalog]:
+        shortest[memory_id] = memory_id[:SHORT_ID_MIN]
+    for core_entry in core:
+        for link in core_entry.linked_memories:
+            if (parsed := _as_uuid(link)) is not None:
+                shortest[link] = str(parsed)[:SHORT_ID_MIN]
+    payload = build(shortest)
+    shown = {i for i in payload.shown_ids_of() if i in shortest}
+    found = short_ids(owner, {parsed for i in shown if (parsed := _as_uuid(i)) is not None})
+    longer = {
+        i: found[parsed]
+        for i in shown
+        if (parsed := _as_uuid(i)) is not None and found[parsed] != shortest[i]
+    }
+    if longer:
+        payload = build({**shortest, **longer})
+    return _Gathered(payload=payload, tier_counts=tier_counts)
+
+
+def _as_uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
 
 
 def _string_list(value: Any) -> list[str]:
@@ -86,21 +174,24 @@ def _string_list(value: Any) -> list[str]:
 
 
 def status(*, owner: User, now: datetime | None = None) -> dict[str, Any]:
-    """Counts and the payload's size, measured on exactly what reflect would send now."""
+    """Counts, the payload's size measured on exactly what reflect would send now, when
+    Claude last loaded it, and the suggested promotions, demotions and archiving."""
     now = now_or(now)
-    payload = reflect(owner=owner, now=now)
-    memories = Memory.objects.for_owner(owner)
-    totals = memories.state_counts()
-    live_by_category = {c: 0 for c in CATEGORY_ORDER}
-    for category, count in memories.live().category_counts().items():
-        live_by_category[home_category(category)] += count
-    omitted = sum(payload.payload["catalog_omitted"].values())
+    gathered = _gather(owner, now)
+    payload = gathered.payload
+    live_by_category = dict.fromkeys(CATEGORY_ORDER, 0)
+    for category, counts in gathered.tier_counts.items():
+        live_by_category[home_category(category)] += sum(counts)
+    omitted = sum(payload.payload.get("catalog_omitted", {}).values())
     cut = payload.cut_count
+    history = reflect_history(owner=owner, now=now)
+    live = sum(live_by_category.values())
     return {
         "status": "ok",
-        "live_memories": totals["live"],
+        "live_memories": live,
         "live_by_category": live_by_category,
-        "archived": totals["archived"],
+        # All of them, counted in the owner index alone, less the live ones.
+        "archived": Memory.objects.for_owner(owner).order_by().count() - live,
         "closings": Closing.objects.for_owner(owner).count(),
         "core_count": payload.payload["core_count"],
         "catalog": {
@@ -117,6 +208,12 @@ def status(*, owner: User, now: datetime | None = None) -> dict[str, Any]:
             "max_tokens": payload.max_tokens,
             "core_tokens": payload.core_tokens,
             "core_share_of_budget": round(payload.core_tokens / payload.max_tokens, 3),
+            "core_in_full": len(payload.core_full),
+            "core_as_lines": len(payload.core_lines),
+            "core_omitted": payload.core_omitted,
         },
+        "last_reflect_at": isoformat(history.last_at),
+        "reflects_last_7_days": history.last_7_days,
+        "suggestions": [group.as_status() for group in suggestions(owner=owner, now=now)],
         "warnings": payload.warnings,
     }

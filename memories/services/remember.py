@@ -10,7 +10,15 @@ from django.db import transaction
 from memories.errors import InvalidInput
 from memories.indexing import INDEXED_TEXT, Vectors, refresh_hashes, reindex, vectors_for
 from memories.models import ChangeSource, Memory, User
-from memories.services._common import get_memory, now_or, record_revision, touch
+from memories.services._common import (
+    get_memory,
+    now_or,
+    record_revision,
+    resolve_memory_id,
+    touch,
+)
+from memories.services.loaded import with_reflect_hint
+from memories.shortids import resolve_prefixes, skipped_prefixes_warning
 from memories.validation import (
     MAX_CONTENT,
     MAX_GIST,
@@ -22,6 +30,7 @@ from memories.validation import (
     coerce_salience,
     coerce_string_list,
     optional_text,
+    parse_memory_ref,
     require_text,
     trimmed,
 )
@@ -62,6 +71,9 @@ def remember(
     now = now_or(now)
     if isinstance(update_id, str) and not update_id.strip():
         update_id = None  # models send "" for an argument they mean to leave out
+    if update_id is not None:
+        # A short id names its memory from here on (refused when it names none or several).
+        update_id = str(resolve_memory_id(owner, update_id, field="update_id"))
     creating = update_id is None
     warnings: list[str] = []
     fields: dict[str, Any] = {}
@@ -130,8 +142,10 @@ def remember(
         if links is not None:
             fields["linked_memories"] = _own_links(owner, links, memory.pk, warnings)
         if creating:
-            return _create(memory, fields, warnings, now, ahead.vectors)
-        return _update(memory, fields, warnings, source, now, ahead.vectors)
+            reply = _create(memory, fields, warnings, now, ahead.vectors)
+        else:
+            reply = _update(memory, fields, warnings, source, now, ahead.vectors)
+    return with_reflect_hint(reply, owner, now=now)
 
 
 @dataclass(frozen=True)
@@ -163,18 +177,25 @@ def _embed_ahead(owner: User, update_id: Any, fields: dict[str, Any], now: datet
 
 
 def _own_links(owner: User, links: list[str], self_id: uuid.UUID, warnings: list[str]) -> list[str]:
-    """The caller's existing memories among `links`; anything else is dropped with a warning
-    (a malformed id names no memory, just like an unknown one)."""
+    """The caller's existing memories among `links` (whole ids or short ones); anything
+    else is dropped with a warning (a malformed id names no memory, just like an unknown
+    one, and a prefix naming several is named with its candidates)."""
     ids: list[uuid.UUID] = []
     dropped: list[str] = []
+    prefixes: dict[str, str] = {}
     for link in links:
-        try:
-            memory_id = uuid.UUID(link)
-        except ValueError:
+        memory_ref = parse_memory_ref(link)
+        if memory_ref is None:
             dropped.append(link)
             continue
-        if memory_id not in ids:
-            ids.append(memory_id)
+        if isinstance(memory_ref, str):
+            prefixes.setdefault(memory_ref, link)
+        elif memory_ref not in ids:
+            ids.append(memory_ref)
+    resolved = resolve_prefixes(owner, list(prefixes))
+    ids.extend(i for i in resolved.ids.values() if i not in ids)
+    if resolved.ambiguous or resolved.unknown:
+        warnings.append(skipped_prefixes_warning("linked_memories", resolved, prefixes))
     known = set(Memory.objects.for_owner(owner).filter(pk__in=ids).values_list("pk", flat=True))
     kept = [str(i) for i in ids if i in known and i != self_id]
     dropped.extend(str(i) for i in ids if i not in known)

@@ -1,4 +1,5 @@
-"""The reflect payload builder (SPEC §5) as a pure function: no database here."""
+"""The reflect payload builder (SPEC §5 and the context-economy issue) as a pure function:
+no database here."""
 
 import copy
 import json
@@ -6,25 +7,44 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memories.jsonutil import dumps
 from memories.payload import (
+    CLOSING_MIN_CHARS,
+    SHORTENED_MARKER,
     USAGE_NOTE,
     CatalogEntry,
     ClosingEntry,
     CoreEntry,
+    _Builder,
+    _Layout,
     build_reflect_payload,
     catalog_note,
+    catalog_order,
     estimate_tokens,
 )
 from memories.vocabulary import CATEGORY_ORDER as CATEGORIES
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-PAYLOAD_KEYS = [
+EMPTY_PAYLOAD_KEYS = [
     "status",
     "usage_note",
     "core_memories",
     "core_count",
+    "catalog",
+    "catalog_count",
+    "catalog_note",
+    "budget",
+]
+EVERY_KEY = [
+    "status",
+    "usage_note",
+    "core_memories",
+    "core_count",
+    "core_overflow",
+    "core_omitted",
     "catalog",
     "catalog_count",
     "catalog_omitted",
@@ -32,10 +52,19 @@ PAYLOAD_KEYS = [
     "recent_closings",
     "budget",
 ]
-ZERO = dict.fromkeys(CATEGORIES, 0)
 
 
-def build(*, core=(), catalog=(), omitted=None, closings=(), window_days=45, max_tokens=8000):
+def build(
+    *,
+    core=(),
+    catalog=(),
+    omitted=None,
+    closings=(),
+    window_days=45,
+    max_tokens=8000,
+    shown_ids=None,
+    **extra,
+):
     return build_reflect_payload(
         core=list(core),
         catalog=list(catalog),
@@ -43,6 +72,8 @@ def build(*, core=(), catalog=(), omitted=None, closings=(), window_days=45, max
         closings=list(closings),
         window_days=window_days,
         max_tokens=max_tokens,
+        shown_ids=shown_ids,
+        **extra,
     )
 
 
@@ -56,34 +87,59 @@ def line(n: int, *, category="episodic", salience="medium", days_ago=0, gist=Non
     )
 
 
+UNSET = object()
+
+
+def core_entry(
+    n: int, *, category="identity", salience="high", days_ago=0, content=UNSET, gist=None, **extra
+):
+    moment = NOW - timedelta(days=days_ago)
+    return CoreEntry(
+        id=f"c0000000-0000-4000-8000-{n:012d}",
+        category=category,
+        salience=salience,
+        gist=gist or f"Core gist {n}",
+        updated_at=moment,
+        last_touch=moment,
+        content=f"Core memory number {n}, in full." if content is UNSET else content,
+        **extra,
+    )
+
+
 def all_lines(payload) -> list[str]:
-    return [text for category in CATEGORIES for text in payload["catalog"][category]]
+    return [text for category in CATEGORIES for text in payload["catalog"].get(category, [])]
 
 
 # --- shape ----------------------------------------------------------------------------
 
 
-def test_empty_store_gives_every_key_in_order_with_all_five_categories():
+def test_empty_store_leaves_out_empty_lists_and_zero_counts():
     result = build()
     payload = result.payload
-    assert list(payload) == PAYLOAD_KEYS
+    assert list(payload) == EMPTY_PAYLOAD_KEYS
     assert payload["status"] == "ok"
     assert payload["usage_note"] == USAGE_NOTE
-    for key in ("core_memories", "catalog", "catalog_omitted"):
-        assert list(payload[key]) == [
-            "identity",
-            "relationship",
-            "active_thread",
-            "error",
-            "episodic",
-        ]
+    assert payload["core_memories"] == {}
+    assert payload["catalog"] == {}
     assert payload["core_count"] == 0
     assert payload["catalog_count"] == 0
-    assert payload["catalog_omitted"] == ZERO
-    assert payload["recent_closings"] == []
-    assert list(payload["budget"]) == ["max_tokens", "tokens", "cut"]
-    assert payload["budget"]["max_tokens"] == 8000
-    assert payload["budget"]["cut"] == ZERO
+    assert payload["budget"] == {"max_tokens": 8000, "tokens": result.tokens}
+
+
+def test_every_key_when_everything_is_there_comes_in_order():
+    result = build(
+        # One core memory in full, one too late in core order to fit in full, two never read.
+        core=[core_entry(1), core_entry(2, content=None)],
+        core_unlisted=2,
+        catalog=[line(1)],
+        unlisted={"episodic": 1},
+        omitted={"error": 2},
+        closings=[ClosingEntry("k1", "A closing.", NOW)],
+    )
+    assert list(result.payload) == EVERY_KEY
+    assert list(result.payload["budget"]) == ["max_tokens", "tokens", "cut"]
+    assert result.payload["core_count"] == 4
+    assert result.payload["core_omitted"] == 2
 
 
 def test_text_is_the_compact_json_of_the_payload_and_tokens_measure_it():
@@ -99,19 +155,22 @@ def test_text_is_the_compact_json_of_the_payload_and_tokens_measure_it():
     assert result.kilobytes == round(result.bytes / 1024, 1)
 
 
-def test_usage_note_explains_both_tiers_and_recall():
-    for phrase in ("core_memories", "catalog", "taproot_recall", "ids", "query", "category"):
+def test_usage_note_says_how_to_read_a_line_in_one_sentence():
+    assert USAGE_NOTE.count(". ") == 0 and USAGE_NOTE.endswith(".")
+    for phrase in ("[id] [salience] [last touched] gist", "core_overflow", "taproot_recall(ids"):
         assert phrase in USAGE_NOTE
 
 
-def test_core_memories_are_slim_and_links_appear_only_when_present():
-    plain = CoreEntry("a", "identity", "high", "I am Claude.", NOW)
-    linked = CoreEntry("b", "relationship", "medium", "Talks with Sam.", NOW, ("x", "y"))
+def test_core_memories_are_slim_without_their_category_and_links_only_when_present():
+    plain = core_entry(1, content="I am Claude.")
+    linked = core_entry(
+        2, category="relationship", salience="medium", content="Talks with Sam.",
+        linked_memories=("x", "y"),
+    )  # fmt: skip
     payload = build(core=[plain, linked]).payload
     assert payload["core_memories"]["identity"] == [
         {
-            "id": "a",
-            "category": "identity",
+            "id": plain.id,
             "salience": "high",
             "content": "I am Claude.",
             "updated_at": "2026-11-29T12:00:00Z",
@@ -119,26 +178,39 @@ def test_core_memories_are_slim_and_links_appear_only_when_present():
     ]
     assert payload["core_memories"]["relationship"][0]["linked_memories"] == ["x", "y"]
     assert list(payload["core_memories"]["relationship"][0])[-1] == "linked_memories"
+    assert list(payload["core_memories"]) == ["identity", "relationship"]  # no empty ones
     assert payload["core_count"] == 2
+
+
+def test_ids_and_links_are_shown_as_the_short_ids_given():
+    memory = core_entry(1, linked_memories=("abcdef12-0000-4000-8000-000000000000",))
+    catalog = line(7)
+    shown = {memory.id: "c0000000", catalog.id: "00000000-0", memory.linked_memories[0]: "abcdef12"}
+    payload = build(core=[memory], catalog=[catalog], shown_ids=shown).payload
+    sent = payload["core_memories"]["identity"][0]
+    assert (sent["id"], sent["linked_memories"]) == ("c0000000", ["abcdef12"])
+    assert payload["catalog"]["episodic"] == [
+        "[00000000-0] [medium] [2026-11-29] Catalog line number 7"
+    ]
 
 
 def test_core_memories_go_salience_high_to_low_then_newest_first():
     entries = [
-        CoreEntry("low-new", "error", "low", "x", NOW),
-        CoreEntry("high-old", "error", "high", "x", NOW - timedelta(days=9)),
-        CoreEntry("medium", "error", "medium", "x", NOW),
-        CoreEntry("high-new", "error", "high", "x", NOW - timedelta(days=1)),
+        core_entry(1, category="error", salience="low"),
+        core_entry(2, category="error", salience="high", days_ago=9),
+        core_entry(3, category="error", salience="medium"),
+        core_entry(4, category="error", salience="high", days_ago=1),
     ]
     payload = build(core=entries).payload
     assert [m["id"] for m in payload["core_memories"]["error"]] == [
-        "high-new",
-        "high-old",
-        "medium",
-        "low-new",
+        entries[3].id,
+        entries[1].id,
+        entries[2].id,
+        entries[0].id,
     ]
 
 
-def test_catalog_line_format_uses_the_utc_date_of_the_last_touch():
+def test_catalog_line_leaves_out_the_category_and_uses_the_utc_date_of_the_last_touch():
     from zoneinfo import ZoneInfo
 
     entry = CatalogEntry(
@@ -150,7 +222,7 @@ def test_catalog_line_format_uses_the_utc_date_of_the_last_touch():
         last_touch=datetime(2026, 6, 1, 0, 30, tzinfo=ZoneInfo("Europe/Lisbon")),
     )
     payload = build(catalog=[entry]).payload
-    assert payload["catalog"]["error"] == ["[abc] [error] [low] [2026-05-31] Mixed up the dates"]
+    assert payload["catalog"] == {"error": ["[abc] [low] [2026-05-31] Mixed up the dates"]}
     assert payload["catalog_count"] == 1
 
 
@@ -174,18 +246,16 @@ def test_catalog_orders_salience_then_last_touch_newest_then_id():
     ]
 
 
-def test_catalog_groups_lines_by_category():
+def test_catalog_groups_lines_by_category_and_leaves_out_empty_ones():
     payload = build(
         catalog=[line(1, category="identity"), line(2, category="active_thread")]
     ).payload
-    assert len(payload["catalog"]["identity"]) == 1
-    assert len(payload["catalog"]["active_thread"]) == 1
-    assert payload["catalog"]["episodic"] == []
+    assert list(payload["catalog"]) == ["identity", "active_thread"]
 
 
-def test_omitted_counts_and_the_note_name_the_window():
-    payload = build(omitted={"episodic": 3, "error": 1}, window_days=30).payload
-    assert payload["catalog_omitted"] == {**ZERO, "episodic": 3, "error": 1}
+def test_omitted_counts_only_the_categories_that_have_some_and_the_note_names_the_window():
+    payload = build(omitted={"episodic": 3, "error": 1, "identity": 0}, window_days=30).payload
+    assert payload["catalog_omitted"] == {"error": 1, "episodic": 3}
     note = payload["catalog_note"]
     assert "4 memories" in note
     assert "30 days" in note
@@ -211,9 +281,6 @@ def test_catalog_note_speaks_of_no_left_out_memories_when_none_is():
     assert note == catalog_note(omitted=0, cut=0, window_days=45)
     assert not any(word in note for word in ("0 memories", "not listed", "left out", "days"))
     assert note.startswith("Every memory is listed")
-    assert "taproot_recall(query|category|ids)" in note
-    assert note.count(".") == 1  # one sentence
-    assert list(build().payload) == PAYLOAD_KEYS  # the key stays, in its place
 
 
 def test_closings_show_the_title_only_when_set_and_keep_their_order():
@@ -236,17 +303,25 @@ def test_closings_show_the_title_only_when_set_and_keep_their_order():
 
 def test_drifted_categories_are_shown_where_migrate_would_put_them():
     payload = build(
-        core=[CoreEntry("a", "identity_observations", "high", "x", NOW)],
+        core=[core_entry(1, category="identity_observations")],
         catalog=[line(1, category="project"), line(2, category="nonsense")],
         omitted={"event": 2},
     ).payload
     assert len(payload["core_memories"]["identity"]) == 1
     assert len(payload["catalog"]["active_thread"]) == 1
     assert len(payload["catalog"]["error"]) == 1
-    assert payload["catalog_omitted"]["episodic"] == 2
+    assert payload["catalog_omitted"] == {"episodic": 2}
 
 
-# --- the token budget -----------------------------------------------------------------
+def test_more_catalog_lines_per_token_than_the_old_lines_with_whole_ids_and_categories():
+    entry = line(1, category="relationship", gist="Calls on Sunday evenings are for family")
+    lean = entry.line("a002ab76")
+    assert lean == "[a002ab76] [medium] [2026-11-29] Calls on Sunday evenings are for family"
+    old = f"[{entry.id}] [relationship] [medium] [2026-11-29] {entry.gist}"
+    assert len(old) / len(lean) > 1.5
+
+
+# --- the token budget: catalog lines -------------------------------------------------
 
 
 def mixed_catalog() -> list[CatalogEntry]:
@@ -272,17 +347,29 @@ def reverse_catalog_order(entries: list[CatalogEntry]) -> list[str]:
 
 def with_one_cut_line_back(result, omitted: dict[str, int], window_days: int) -> str:
     """The payload the builder would have sent with one line fewer cut (a reference
-    assembly written from the spec, independent of the builder's own loop)."""
+    assembly written from the spec, independent of the builder's own layouts)."""
     payload = copy.deepcopy(result.payload)
     restored = result.cut[0]
     category = restored.category
-    payload["catalog"][category].append(restored.line())
+    grouped = payload["catalog"]
+    grouped.setdefault(category, []).append(restored.line())
+    payload["catalog"] = {c: grouped[c] for c in CATEGORIES if c in grouped}
     payload["catalog_count"] += 1
-    payload["catalog_omitted"][category] -= 1
-    payload["budget"]["cut"][category] -= 1
+    omitted_now = payload["catalog_omitted"]
+    omitted_now[category] -= 1
+    payload["catalog_omitted"] = {c: n for c, n in omitted_now.items() if n}
+    if not payload["catalog_omitted"]:
+        del payload["catalog_omitted"]
+    cut = payload["budget"]["cut"]
+    cut[category] -= 1
+    payload["budget"]["cut"] = {c: n for c, n in cut.items() if n}
+    if not payload["budget"]["cut"]:
+        del payload["budget"]["cut"]
     payload["catalog_note"] = catalog_note(
         omitted=sum(omitted.values()), cut=len(result.cut) - 1, window_days=window_days
     )
+    if "catalog_omitted" not in payload:  # keep the key order of the builder
+        payload = {k: payload[k] for k in EVERY_KEY if k in payload}
     tokens = 0
     while True:
         payload["budget"]["tokens"] = tokens
@@ -292,7 +379,7 @@ def with_one_cut_line_back(result, omitted: dict[str, int], window_days: int) ->
         tokens = measured
 
 
-@pytest.mark.parametrize("max_tokens", [1000, 1234, 1400, 1600, 1700, 1713])
+@pytest.mark.parametrize("max_tokens", [500, 600, 777, 900, 1000])
 def test_budget_cuts_lines_in_reverse_catalog_order_just_enough(max_tokens):
     entries = mixed_catalog()
     omitted = {"episodic": 4}
@@ -306,7 +393,6 @@ def test_budget_cuts_lines_in_reverse_catalog_order_just_enough(max_tokens):
 
     # The cut lines are the tail of the catalog order, across all categories.
     assert [e.id for e in result.cut][::-1] == reverse_catalog_order(entries)[:n_cut]
-    assert result.cut[-1].id == reverse_catalog_order(entries)[0]
     shown = all_lines(payload)
     assert payload["catalog_count"] == len(shown) == len(entries) - n_cut
     assert not any(f"[{e.id}]" in text for e in result.cut for text in shown)
@@ -315,11 +401,12 @@ def test_budget_cuts_lines_in_reverse_catalog_order_just_enough(max_tokens):
     cut_by_category = dict.fromkeys(CATEGORIES, 0)
     for entry in result.cut:
         cut_by_category[entry.category] += 1
-    assert payload["budget"]["cut"] == cut_by_category
+    assert payload["budget"]["cut"] == {c: n for c, n in cut_by_category.items() if n}
     assert payload["catalog_omitted"] == {
-        c: cut_by_category[c] + omitted.get(c, 0) for c in CATEGORIES
+        c: cut_by_category[c] + omitted.get(c, 0)
+        for c in CATEGORIES
+        if cut_by_category[c] + omitted.get(c, 0)
     }
-    assert "token budget" in payload["catalog_note"]
     assert f"{n_cut} more" in payload["catalog_note"]
 
     # Within budget, measured on the exact string, and minimal.
@@ -330,52 +417,230 @@ def test_budget_cuts_lines_in_reverse_catalog_order_just_enough(max_tokens):
 
 
 def test_reference_assembly_reproduces_the_builder():
-    # Guards the minimality check above: with no budget pressure the reference, given
-    # a payload with one line cut, must produce exactly the builder's uncut string.
+    # Guards the minimality check above: the reference, given a payload with some lines
+    # cut, must produce exactly the builder's payload with one line fewer cut.
     entries = mixed_catalog()
-    uncut = build(catalog=entries, max_tokens=9_000)
-    limit = uncut.tokens - 1
-    one_cut = build(catalog=entries, max_tokens=limit)
-    assert len(one_cut.cut) == 1
-    restored = with_one_cut_line_back(one_cut, {}, 45)
-    assert restored.replace(f'"max_tokens":{limit}', '"max_tokens":9000') == uncut.text
+    result = build(catalog=entries, omitted={"episodic": 4}, max_tokens=800)
+    n_cut = len(result.cut)
+    assert n_cut >= 2
+    builder = _Builder(
+        core=[],
+        catalog=entries,
+        omitted={"episodic": 4},
+        closings=[],
+        window_days=45,
+        max_tokens=800,
+        unlisted=None,
+        core_unlisted=0,
+        shown_ids=None,
+    )
+    one_fewer = builder.render(_Layout(0, 0, (), len(entries) - n_cut + 1))
+    assert with_one_cut_line_back(result, {"episodic": 4}, 45) == one_fewer.text
 
 
 def test_payload_within_budget_cuts_nothing():
-    entries = mixed_catalog()
-    result = build(catalog=entries, max_tokens=8000)
+    result = build(catalog=mixed_catalog(), max_tokens=8000)
     assert result.cut == []
-    assert result.payload["budget"]["cut"] == ZERO
+    assert "cut" not in result.payload["budget"]
     assert "budget" not in result.payload["catalog_note"]
 
 
-def test_core_and_closings_over_budget_are_sent_whole_with_a_warning():
-    core = [CoreEntry(f"core-{i}", "identity", "high", "c" * 400, NOW) for i in range(10)]
-    closings = [ClosingEntry(f"close-{i}", "r" * 400, NOW) for i in range(3)]
-    result = build(core=core, catalog=mixed_catalog(), closings=closings, max_tokens=1000)
+# --- the token budget: closings, then core --------------------------------------------
+
+
+def builder_for(*, core=(), catalog=(), closings=(), max_tokens=2000) -> _Builder:
+    """The builder's own layouts, to check that one step less giving way would not fit."""
+    return _Builder(
+        core=core,
+        catalog=catalog,
+        omitted={},
+        closings=closings,
+        window_days=45,
+        max_tokens=max_tokens,
+        unlisted=None,
+        core_unlisted=0,
+        shown_ids=None,
+    )
+
+
+def closings_of(length: int, count: int = 3) -> list[ClosingEntry]:
+    return [
+        ClosingEntry(f"close-{i}", f"{i}" * length, NOW - timedelta(days=i)) for i in range(count)
+    ]
+
+
+def test_closings_give_way_after_every_catalog_line_oldest_first_shortened_then_left_out():
+    closings = closings_of(2000)
+    whole = build(closings=closings, max_tokens=9_000)
+    assert whole.tokens > 1600
+    result = build(catalog=mixed_catalog(), closings=closings, max_tokens=1600)
+    sent = result.payload["recent_closings"]
+    assert result.payload["catalog_count"] == 0
+    assert result.tokens <= 1600
+    # The newest two whole, the oldest shortened with the marker, as little as fits.
+    assert [c["id"] for c in sent] == ["close-0", "close-1", "close-2"]
+    assert [c["reflection"] for c in sent[:2]] == ["0" * 2000, "1" * 2000]
+    assert sent[2]["reflection"].endswith(SHORTENED_MARKER)
+    kept = len(sent[2]["reflection"]) - len(SHORTENED_MARKER)
+    assert CLOSING_MIN_CHARS <= kept < 2000
+    # As little as fits: one more character of it does not.
+    builder = builder_for(catalog=mixed_catalog(), closings=closings, max_tokens=1600)
+    longer = ("0" * 2000, "1" * 2000, "2" * (kept + 1) + SHORTENED_MARKER)
+    assert builder.fits(_Layout(0, 0, longer, 0)) is None
+    assert (result.closings_shortened, result.closings_dropped) == (1, 0)
+    assert any("shortened" in w for w in result.warnings)
+
+
+def test_a_closing_that_would_need_shortening_below_the_floor_is_left_out():
+    closings = closings_of(2000)
+    result = build(closings=closings, max_tokens=1050)
+    sent = result.payload["recent_closings"]
+    assert [c["id"] for c in sent] == ["close-0", "close-1"]
+    assert sent[1]["reflection"].endswith(SHORTENED_MARKER)
+    assert (result.closings_shortened, result.closings_dropped) == (1, 1)
+    assert result.tokens <= 1050
+
+
+def test_core_memories_that_do_not_fit_in_full_become_lines_in_core_order():
+    core = [core_entry(i, salience="medium", days_ago=i, content="w" * 500) for i in range(20)]
+    result = build(core=core, catalog=mixed_catalog(), closings=closings_of(50), max_tokens=2000)
     payload = result.payload
-    assert len(payload["core_memories"]["identity"]) == 10
-    assert all(m["content"] == "c" * 400 for m in payload["core_memories"]["identity"])
-    assert len(payload["recent_closings"]) == 3
+    assert result.tokens <= 2000
     assert payload["catalog_count"] == 0
-    assert len(result.cut) == len(mixed_catalog())
-    assert result.tokens > 1000
-    assert result.tokens == math.ceil(len(result.text) / 4)
-    assert any("budget" in w and "whole" in w for w in result.warnings)
+    assert "recent_closings" not in payload
+    n_full = len(result.core_full)
+    assert 0 < n_full < 20
+    order = sorted(core, key=catalog_order)
+    assert [e.id for e in result.core_full] == [e.id for e in order[:n_full]]
+    assert payload["core_overflow"] == [e.line() for e in order[n_full:]]
+    assert payload["core_overflow"][0].startswith(f"[{order[n_full].id}] [identity] [medium] [")
+    assert "core_omitted" not in payload
+    assert payload["core_count"] == 20
+    # The most that fit: one more in full does not.
+    builder = builder_for(core=core, catalog=mixed_catalog(), closings=closings_of(50))
+    assert builder.fits(_Layout(n_full + 1, 19 - n_full, (None,) * 3, 0)) is None
+    warning = result.warnings[0]
+    assert f"{20 - n_full} of the 20 core memories do not fit in full" in warning
+    assert "Demote" in warning
+
+
+def test_core_lines_that_do_not_fit_are_cut_from_the_end_and_counted():
+    core = [core_entry(i, days_ago=i, gist="g" * 200, content="w" * 900) for i in range(60)]
+    result = build(core=core, max_tokens=2000)
+    payload = result.payload
+    assert result.tokens <= 2000
+    assert payload["core_memories"] == {}
+    order = sorted(core, key=catalog_order)
+    shown = payload["core_overflow"]
+    assert shown == [e.line() for e in order[: len(shown)]]
+    assert payload["core_omitted"] == 60 - len(shown) > 0
+    assert result.core_omitted == payload["core_omitted"]
+    assert f"{payload['core_omitted']} are left out (core_omitted)" in result.warnings[0]
+    # Just enough cut: one more line does not fit.
+    builder = builder_for(core=core)
+    assert builder.fits(_Layout(0, len(shown) + 1, (), 0)) is None
+
+
+def test_core_never_read_is_counted_in_core_count_and_core_omitted():
+    core = [core_entry(i, content=None) for i in range(3)]  # too late to fit in full
+    result = build(core=core, core_unlisted=7)
+    assert result.payload["core_count"] == 10
+    assert len(result.payload["core_overflow"]) == 3
+    assert result.payload["core_omitted"] == 7
 
 
 def test_core_alone_past_half_the_budget_warns():
-    core = [CoreEntry("a", "identity", "high", "c" * 2400, NOW)]
-    result = build(core=core, max_tokens=1000)
-    assert result.core_tokens > 500
+    core = [core_entry(1, content="c" * 5000)]
+    result = build(core=core, max_tokens=2000)
+    assert result.core_tokens > 1000
     assert any("half" in w for w in result.warnings)
-    quiet = build(core=[CoreEntry("a", "identity", "high", "c" * 100, NOW)], max_tokens=1000)
+    quiet = build(core=[core_entry(1, content="c" * 100)], max_tokens=2000)
     assert quiet.warnings == []
 
 
 def test_tokens_settle_when_the_count_gains_a_digit():
     # Grow the catalog until the estimate crosses 1,000 tokens: the string must still
     # report its own size exactly.
-    for n in range(20, 40):
+    for n in range(60, 90):
         result = build(catalog=[line(i) for i in range(n)], max_tokens=99_999)
         assert result.tokens == math.ceil(len(result.text) / 4)
+
+
+# --- the budget holds for any store and budget ----------------------------------------
+
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+saliences = st.sampled_from(["high", "medium", "low", "3"])
+categories = st.sampled_from([*CATEGORIES, "project", "nonsense"])
+days = st.integers(min_value=0, max_value=400)
+
+
+@st.composite
+def stores(draw):
+    """Stores of every shape: core-heavy, closing-heavy, catalog-heavy, or all three."""
+    long_text = st.integers(min_value=0, max_value=3000).map(lambda n: "word " * (n // 5))
+    n_core = draw(st.sampled_from([0, 1, 5, 40, 150]))
+    core = [
+        CoreEntry(
+            id=f"c{i:07d}-0000-4000-8000-000000000000",
+            category=draw(categories),
+            salience=draw(saliences),
+            gist=draw(texts),
+            updated_at=NOW - timedelta(days=draw(days)),
+            last_touch=NOW - timedelta(days=draw(days)),
+            content=draw(texts) + draw(long_text),
+            linked_memories=tuple(draw(st.lists(st.just("x" * 36), max_size=2))),
+        )
+        for i in range(n_core)
+    ]
+    n_lines = draw(st.sampled_from([0, 3, 60, 400]))
+    catalog = [
+        CatalogEntry(
+            id=f"a{i:07d}-0000-4000-8000-000000000000",
+            category=draw(categories),
+            salience=draw(saliences),
+            gist=draw(texts),
+            last_touch=NOW - timedelta(days=draw(days)),
+        )
+        for i in range(n_lines)
+    ]
+    closings = [
+        ClosingEntry(f"k{i}", draw(texts) + draw(long_text), NOW - timedelta(days=i), draw(texts))
+        for i in range(draw(st.integers(min_value=0, max_value=3)))
+    ]
+    return core, catalog, closings
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(store=stores(), max_tokens=st.integers(min_value=2000, max_value=12_000))
+def test_the_payload_never_exceeds_its_budget_and_gives_way_in_order(store, max_tokens):
+    core, catalog, closings = store
+    result = build(
+        core=core, catalog=catalog, closings=closings, max_tokens=max_tokens, unlisted={"x": 3}
+    )
+    payload = result.payload
+    assert result.tokens <= max_tokens
+    assert result.text == dumps(payload)
+    assert result.tokens == payload["budget"]["tokens"] == math.ceil(len(result.text) / 4)
+
+    # What was sent is a prefix of each order.
+    assert result.included == sorted(catalog, key=catalog_order)[: payload["catalog_count"]]
+    order = sorted(core, key=catalog_order)
+    n_full, n_lines = len(result.core_full), len(result.core_lines)
+    assert result.core_full + result.core_lines == order[: n_full + n_lines]
+    assert payload.get("core_overflow", []) == [e.line() for e in result.core_lines]
+    assert payload["core_count"] == len(core)
+    assert payload.get("core_omitted", 0) == len(core) - n_full - n_lines
+
+    # Each thing gives way only once everything before it has.
+    closings_touched = result.closings_shortened or result.closings_dropped
+    if closings_touched:
+        assert payload["catalog_count"] == 0
+    if n_full < len(core):
+        assert payload["catalog_count"] == 0
+        assert result.closings_dropped == len(closings)
+    if n_full + n_lines < len(core):
+        assert n_full == 0
+    if not closings_touched:
+        assert [c["reflection"] for c in payload.get("recent_closings", [])] == [
+            c.reflection for c in closings
+        ]

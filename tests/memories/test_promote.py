@@ -95,7 +95,7 @@ def test_promoted_memory_moves_into_core(user, make_memory):
     memory = make_memory(category="identity", updated_at=NOW - timedelta(days=90))
     promote(owner=user, memory_id=memory.pk, core=True, now=LATER)
     payload = reflect(owner=user, now=LATER).payload
-    assert payload["core_memories"]["identity"][0]["id"] == str(memory.pk)
+    assert payload["core_memories"]["identity"][0]["id"] == str(memory.pk)[:8]
 
 
 # --- the person's edit (dashboard, admin) ---------------------------------------------

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from memories.errors import InvalidInput
 from memories.jsonutil import dumps
 from memories.models import Memory, Revision
-from memories.services import recall
+from memories.services import recall, record_reflect
 from tests.conftest import NOW
 from tests.memories.conftest import forget_sqlite_statistics
 
@@ -57,6 +57,7 @@ def ids_of(reply) -> list[str]:
 
 def test_reply_has_count_and_full_records_without_owner(user, make_memory):
     memory = make_memory(gist="Garden plans", tags=["home"])
+    record_reflect(owner=user, now=LATER)  # else the reply also asks for a reflect
     reply = recall(owner=user, query="garden", now=LATER)
     assert list(reply) == ["status", "count", "results"]
     assert reply["status"] == "ok"
@@ -251,8 +252,8 @@ def test_a_recall_by_ids_that_finds_none_says_which_were_not_found(user, make_me
     reply = recall(owner=user, ids=[str(unknown), "nope"], now=LATER)
     assert reply["count"] == 0
     assert reply["warnings"] == [
-        "Skipped entries of ids that are not memory ids (a memory id is a UUID as shown in "
-        "the catalog): 'nope'.",
+        "Skipped entries of ids that are not memory ids (send the id of one of your memories, "
+        "as shown in the catalog (its first 8 or more characters) or whole): 'nope'.",
         f"No live memory of yours has these ids (unknown, archived or deleted): {unknown}.",
     ]
     only_malformed = recall(owner=user, ids=["nope"], now=LATER)
@@ -465,7 +466,8 @@ def test_recall_needs_few_queries_whatever_the_store_size(
 ):
     for i in range(40):
         make_memory(gist=f"Garden note {i}", tags=["garden"])
-    with django_assert_max_num_queries(7):
+    # The ranking's reads, the strengthening, and whether a reflect is due.
+    with django_assert_max_num_queries(8):
         assert (
             recall(owner=user, query="garden", tags=["garden"], limit=50, now=LATER)["count"] == 40
         )

@@ -17,8 +17,18 @@ WINDOW = timedelta(days=45)
 MICROSECOND = timedelta(microseconds=1)
 
 
+def shown(memory) -> str:
+    """A memory's id as the payload shows it when no other id shares its first 8 characters."""
+    return str(memory.pk)[:8]
+
+
+def line_id(text: str) -> str:
+    return text[1 : text.index("]")]
+
+
 def catalog_ids(result) -> list[str]:
-    return [text[1:37] for category in CATEGORIES for text in result.payload["catalog"][category]]
+    catalog = result.payload["catalog"]
+    return [line_id(text) for category in CATEGORIES for text in catalog.get(category, [])]
 
 
 def test_reflect_returns_the_exact_text_it_describes(user, make_memory):
@@ -41,29 +51,26 @@ def test_core_memories_are_listed_in_full_by_category_and_not_in_the_catalog(use
     assert payload["core_count"] == 3
     assert payload["core_memories"]["identity"] == [
         {
-            "id": str(identity.pk),
-            "category": "identity",
+            "id": shown(identity),
             "salience": "low",
             "content": "I am Claude.",
             "updated_at": "2026-11-29T12:00:00Z",
         }
     ]
     assert payload["core_memories"]["error"][0]["linked_memories"] == ["x"]
-    assert payload["core_memories"]["error"][0]["id"] == str(error.pk)
-    assert payload["core_memories"]["episodic"][0]["id"] == str(old_core.pk)
+    assert payload["core_memories"]["error"][0]["id"] == shown(error)
+    assert payload["core_memories"]["episodic"][0]["id"] == shown(old_core)
     assert payload["catalog_count"] == 0
-    assert payload["catalog_omitted"] == dict.fromkeys(CATEGORIES, 0)
+    assert "catalog_omitted" not in payload
 
 
 def test_the_window_is_inclusive_at_exactly_45_days(user, make_memory):
     edge = make_memory(updated_at=NOW - WINDOW, gist="Edge")
     make_memory(updated_at=NOW - WINDOW - MICROSECOND, gist="Just outside")
     result = reflect(owner=user, now=NOW)
-    assert catalog_ids(result) == [str(edge.pk)]
-    assert result.payload["catalog"]["episodic"] == [
-        f"[{edge.pk}] [episodic] [medium] [2026-10-15] Edge"
-    ]
-    assert result.payload["catalog_omitted"]["episodic"] == 1
+    assert catalog_ids(result) == [shown(edge)]
+    assert result.payload["catalog"]["episodic"] == [f"[{shown(edge)}] [medium] [2026-10-15] Edge"]
+    assert result.payload["catalog_omitted"] == {"episodic": 1}
 
 
 def test_a_recent_retrieval_keeps_an_old_memory_in_the_window_and_sets_its_date(user, make_memory):
@@ -75,7 +82,7 @@ def test_a_recent_retrieval_keeps_an_old_memory_in_the_window_and_sets_its_date(
     )
     result = reflect(owner=user, now=NOW)
     assert result.payload["catalog"]["episodic"] == [
-        f"[{memory.pk}] [episodic] [medium] [2026-11-26] Retrieved lately"
+        f"[{shown(memory)}] [medium] [2026-11-26] Retrieved lately"
     ]
 
 
@@ -84,7 +91,7 @@ def test_high_salience_is_always_listed(user, make_memory):
     make_memory(salience="medium", updated_at=NOW - timedelta(days=46))
     make_memory(salience="low", updated_at=NOW - timedelta(days=46))
     result = reflect(owner=user, now=NOW)
-    assert catalog_ids(result) == [str(old_high.pk)]
+    assert catalog_ids(result) == [shown(old_high)]
     assert result.payload["catalog_omitted"]["episodic"] == 2
 
 
@@ -98,19 +105,13 @@ def test_catalog_order_and_omitted_counts_per_category(user, make_memory):
     make_memory(category="error", updated_at=old, salience="low")
     make_memory(category="relationship", updated_at=old)
     payload = reflect(owner=user, now=NOW).payload
-    assert [text[1:37] for text in payload["catalog"]["identity"]] == [
-        str(b.pk),
-        str(c.pk),
-        str(a.pk),
+    assert [line_id(text) for text in payload["catalog"]["identity"]] == [
+        shown(b),
+        shown(c),
+        shown(a),
     ]
     assert payload["catalog_count"] == 3
-    assert payload["catalog_omitted"] == {
-        "identity": 1,
-        "relationship": 1,
-        "active_thread": 0,
-        "error": 2,
-        "episodic": 0,
-    }
+    assert payload["catalog_omitted"] == {"identity": 1, "relationship": 1, "error": 2}
     assert "4 memories" in payload["catalog_note"]
     assert "45 days" in payload["catalog_note"]
 
@@ -124,11 +125,11 @@ def test_archived_memories_appear_nowhere_and_in_no_count(user, make_memory):
     payload = result.payload
     assert payload["core_count"] == 0
     assert payload["catalog_count"] == 0
-    assert payload["catalog_omitted"] == dict.fromkeys(CATEGORIES, 0)
-    assert payload["core_memories"] == {c: [] for c in CATEGORIES}
+    assert "catalog_omitted" not in payload
+    assert payload["core_memories"] == {}
     assert payload["catalog_note"].startswith("Every memory is listed")
     for memory in Memory.objects.all():
-        assert str(memory.pk) not in result.text
+        assert shown(memory) not in result.text
 
 
 def test_recent_closings_are_the_three_newest_with_titles_only_when_set(user, other_user):
@@ -153,7 +154,7 @@ def test_the_window_follows_the_setting(user, make_memory):
     inside = make_memory(updated_at=NOW - timedelta(days=10))
     make_memory(updated_at=NOW - timedelta(days=11))
     payload = reflect(owner=user, now=NOW).payload
-    assert [t[1:37] for t in payload["catalog"]["episodic"]] == [str(inside.pk)]
+    assert [line_id(t) for t in payload["catalog"]["episodic"]] == [shown(inside)]
     assert "10 days" in payload["catalog_note"]
 
 
@@ -161,7 +162,7 @@ def test_the_window_follows_the_setting(user, make_memory):
 def test_the_budget_follows_the_setting_and_cuts_the_lowest_lines(user, make_memory):
     keep = make_memory(salience="high", gist="Important and kept")
     for i in range(30):
-        make_memory(salience="low", gist=f"Minor detail number {i}", updated_at=NOW)
+        make_memory(salience="low", gist=f"Minor detail number {i} " + "x" * 40, updated_at=NOW)
     result = reflect(owner=user, now=NOW)
     payload = result.payload
     assert payload["budget"]["max_tokens"] == 600
@@ -171,19 +172,57 @@ def test_the_budget_follows_the_setting_and_cuts_the_lowest_lines(user, make_mem
     assert cut > 0
     assert payload["catalog_omitted"]["episodic"] == cut
     assert payload["catalog_count"] == 31 - cut
-    assert payload["catalog"]["episodic"][0].startswith(f"[{keep.pk}]")
+    assert payload["catalog"]["episodic"][0].startswith(f"[{shown(keep)}]")
     assert "token budget" in payload["catalog_note"]
 
 
-@override_settings(REFLECT_MAX_TOKENS=300)
-def test_core_over_budget_is_sent_whole_with_a_warning(user, make_memory):
-    core = make_memory(core=True, category="identity", content="w" * 2000)
+@override_settings(REFLECT_MAX_TOKENS=2000)
+def test_core_over_budget_is_sent_as_lines_within_the_budget_with_a_warning(user, make_memory):
+    big = [
+        make_memory(
+            core=True,
+            category="identity",
+            salience="high",
+            gist=f"Core gist {i}",
+            content="w" * 2000,
+            updated_at=NOW - timedelta(hours=i),
+        )
+        for i in range(10)
+    ]
     make_memory(gist="Would be a catalog line")
     result = reflect(owner=user, now=NOW)
-    assert result.payload["core_memories"]["identity"][0]["content"] == core.content
-    assert result.payload["catalog_count"] == 0
-    assert result.tokens > 300
-    assert result.warnings
+    payload = result.payload
+    assert result.tokens <= 2000
+    assert payload["catalog_count"] == 0
+    assert payload["core_count"] == 10
+    in_full = [m["id"] for m in payload["core_memories"].get("identity", [])]
+    # The newest first (same salience): those that fit in full, then the others as lines.
+    assert in_full == [shown(m) for m in big[: len(in_full)]]
+    assert [line_id(t) for t in payload["core_overflow"]] == [shown(m) for m in big[len(in_full) :]]
+    assert payload["core_overflow"][0].endswith(
+        f"[identity] [high] [2026-11-29] Core gist {len(in_full)}"
+    )
+    assert "core memories do not fit in full" in result.warnings[0]
+
+
+@override_settings(REFLECT_MAX_TOKENS=2000)
+def test_a_core_heavy_store_keeps_the_payload_within_the_budget(user, make_memory):
+    for i in range(120):
+        make_memory(
+            core=True,
+            category=CATEGORIES[i % 5],
+            gist=f"A fairly long gist for core memory number {i}, as synthetic stores have",
+            content="content " * 300,
+            updated_at=NOW - timedelta(hours=i),
+        )
+    Closing.objects.create(owner=user, reflection="r" * 5000, created_at=NOW)
+    result = reflect(owner=user, now=NOW)
+    payload = result.payload
+    assert result.tokens <= 2000
+    assert payload["core_memories"] == {}
+    assert "recent_closings" not in payload
+    assert len(payload["core_overflow"]) + payload["core_omitted"] == 120
+    assert payload["core_omitted"] > 0
 
 
 def test_reflect_changes_nothing(user, make_memory):
@@ -203,7 +242,7 @@ def test_other_users_memories_are_invisible(user, other_user, make_memory):
     payload = reflect(owner=user, now=NOW).payload
     assert payload["core_count"] == 0
     assert payload["catalog_count"] == 0
-    assert sum(payload["catalog_omitted"].values()) == 0
+    assert "catalog_omitted" not in payload
 
 
 @pytest.mark.parametrize("size", [5, 200])
@@ -219,33 +258,55 @@ def test_reflect_query_count_does_not_grow_with_the_store(
         )
     for i in range(5):
         Closing.objects.create(owner=user, reflection=f"r{i}", created_at=NOW)
-    with django_assert_max_num_queries(4):
+    # Counts, core memories, their text, closings, catalog lines, short ids.
+    with django_assert_max_num_queries(6):
         result = reflect(owner=user, now=NOW)
     assert result.payload["core_count"] == len(range(0, size, 10))
 
 
-def test_reflect_does_not_read_the_content_of_catalog_or_omitted_memories(
-    user, make_memory, django_assert_max_num_queries
-):
+def test_reflect_does_not_read_the_content_of_catalog_or_omitted_memories(user, make_memory):
     make_memory(content="SECRET-CONTENT " * 100, gist="Catalog line")
     make_memory(content="SECRET-CONTENT " * 100, updated_at=NOW - timedelta(days=400))
+    make_memory(core=True, content="Core text")
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connection) as queries:
         reflect(owner=user, now=NOW)
-    selects = [q["sql"] for q in queries.captured_queries]
-    content_reads = [sql for sql in selects if '"content"' in sql]
-    # Only the core query may read content, and it asks for core memories alone.
-    assert len(content_reads) == 1
-    assert '"core"' in content_reads[0]
+    content_reads = [q["sql"] for q in queries.captured_queries if '"content"' in q["sql"]]
+    # The core query reads only the length of the text; the text is read by id.
+    assert len(content_reads) == 2
+    assert '"core"' in content_reads[0] and "LENGTH(" in content_reads[0].upper()
+    assert '."content"' in content_reads[1] and '"id" IN' in content_reads[1]
 
 
-@override_settings(REFLECT_MAX_TOKENS=600)
+@override_settings(REFLECT_MAX_TOKENS=2000)
+def test_core_text_that_cannot_fit_in_full_is_not_read(user, make_memory):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    fits = make_memory(core=True, content="short", updated_at=NOW)
+    huge = make_memory(core=True, content="HUGE " * 2000, updated_at=NOW - timedelta(days=1))
+    later = make_memory(core=True, content="LATER", updated_at=NOW - timedelta(days=2))
+
+    with CaptureQueriesContext(connection) as queries:
+        result = reflect(owner=user, now=NOW)
+
+    text_read = next(q for q in queries.captured_queries if '"id" IN' in q["sql"])
+    # Only the first memory's text fits: the huge one and everything after it cannot.
+    assert [e.id for e in result.core_full] == [str(fits.pk)]
+    assert [e.id for e in result.core_lines] == [str(huge.pk), str(later.pk)]
+    assert "HUGE" not in result.text and "LATER" not in result.text
+    read_ids = text_read["sql"].replace("-", "")
+    assert fits.pk.hex in read_ids
+    assert huge.pk.hex not in read_ids and later.pk.hex not in read_ids
+
+
+@override_settings(REFLECT_MAX_TOKENS=2000)
 def test_lines_beyond_what_could_fit_are_counted_not_read_and_the_payload_is_unchanged(
     user, make_memory
 ):
-    from memories.payload import CatalogEntry, build_reflect_payload, max_catalog_lines
+    from memories.payload import CatalogEntry, build_reflect_payload, max_lines
 
     saliences = ["high", "medium", "low"]
     made = [
@@ -255,7 +316,7 @@ def test_lines_beyond_what_could_fit_are_counted_not_read_and_the_payload_is_unc
             gist=f"Line {i}",
             updated_at=NOW - timedelta(hours=i),
         )
-        for i in range(3 * max_catalog_lines(600))
+        for i in range(2 * max_lines(2000 * 4))
     ]
     made.append(make_memory(gist="Old and quiet", updated_at=NOW - timedelta(days=400)))
 
@@ -271,8 +332,40 @@ def test_lines_beyond_what_could_fit_are_counted_not_read_and_the_payload_is_unc
         omitted={"episodic": 1},
         closings=[],
         window_days=45,
-        max_tokens=600,
+        max_tokens=2000,
+        shown_ids={e.id: e.id[:8] for e in every_line},
     )
     assert result.text == whole.text
     assert result.cut_count == whole.cut_count == len(made) - 1 - result.payload["catalog_count"]
     assert len(result.cut) < result.cut_count
+
+
+# --- short ids ----------------------------------------------------------------------
+
+
+def test_ids_that_share_their_first_eight_characters_are_shown_longer(
+    user, other_user, make_memory
+):
+    import uuid
+
+    twin_a = make_memory(id=uuid.UUID("a002ab76-58b6-4e9c-ba6d-7ec35cb2e2be"), gist="A")
+    twin_b = make_memory(id=uuid.UUID("a002ab76-5f00-4e9c-ba6d-7ec35cb2e2be"), gist="B")
+    alone = make_memory(id=uuid.UUID("b002ab76-58b6-4e9c-ba6d-7ec35cb2e2be"), gist="C")
+    # Another user's id sharing a prefix changes nothing for alice.
+    make_memory(owner=other_user, id=uuid.UUID("b002ab76-0000-4e9c-ba6d-7ec35cb2e2be"))
+    core = make_memory(
+        core=True,
+        id=uuid.UUID("c002ab76-58b6-4e9c-ba6d-7ec35cb2e2be"),
+        linked_memories=[str(twin_a.pk)],
+    )
+
+    payload = reflect(owner=user, now=NOW).payload
+
+    assert sorted(catalog_ids(reflect(owner=user, now=NOW))) == [
+        "a002ab76-58",
+        "a002ab76-5f",
+        "b002ab76",
+    ]
+    assert payload["core_memories"]["episodic"][0]["id"] == "c002ab76"
+    assert payload["core_memories"]["episodic"][0]["linked_memories"] == ["a002ab76-58"]
+    assert {str(twin_b.pk), str(alone.pk), str(core.pk)}  # all of them are alice's

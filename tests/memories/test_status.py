@@ -4,8 +4,8 @@ from datetime import timedelta
 import pytest
 from django.test import override_settings
 
-from memories.models import Closing
-from memories.services import reflect, status
+from memories.models import Closing, ReflectCall
+from memories.services import record_reflect, reflect, status
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db
@@ -91,7 +91,7 @@ def test_status_reports_the_window_setting(user, store):
 @override_settings(REFLECT_MAX_TOKENS=700)
 def test_status_counts_lines_cut_by_the_budget(user, make_memory):
     for i in range(20):
-        make_memory(gist=f"A recent line of some length, number {i}")
+        make_memory(gist=f"A recent line of some length, number {i} " + "x" * 60)
     make_memory(updated_at=OLD)
     reply = status(owner=user, now=NOW)
     catalog = reply["catalog"]
@@ -103,12 +103,19 @@ def test_status_counts_lines_cut_by_the_budget(user, make_memory):
     assert reply["reflect_payload"]["max_tokens"] == 700
 
 
-@override_settings(REFLECT_MAX_TOKENS=400)
-def test_status_carries_the_budget_warnings(user, make_memory):
-    make_memory(core=True, category="identity", content="x" * 3000)
-    warnings = status(owner=user, now=NOW)["warnings"]
-    assert len(warnings) == 2  # over the budget, and core past half of it
+@override_settings(REFLECT_MAX_TOKENS=2000)
+def test_status_carries_the_budget_warnings_and_says_how_core_was_sent(user, make_memory):
+    for i in range(3):
+        make_memory(core=True, category="identity", content="x" * 4000, gist=f"Big {i}")
+    reply = status(owner=user, now=NOW)
+    warnings = reply["warnings"]
+    assert len(warnings) == 2  # core does not fit in full, and takes more than half
     assert warnings == reflect(owner=user, now=NOW).warnings
+    assert "Demote" in warnings[0]
+    size = reply["reflect_payload"]
+    assert size["tokens"] <= 2000
+    assert size["core_in_full"] + size["core_as_lines"] + size["core_omitted"] == 3
+    assert size["core_as_lines"] >= 1
 
 
 @pytest.mark.parametrize("size", [5, 150])
@@ -117,5 +124,47 @@ def test_status_query_count_does_not_grow_with_the_store(
 ):
     for i in range(size):
         make_memory(core=i % 7 == 0, updated_at=NOW - timedelta(days=i))
-    with django_assert_max_num_queries(8):
+    # reflect's six reads, the store's and the closings' counts, the reflect history,
+    # three suggestion rules and their short ids.
+    with django_assert_max_num_queries(13):
         assert status(owner=user, now=NOW)["live_memories"] == size
+
+
+def test_status_says_when_claude_last_loaded_the_memory(user, other_user):
+    before = status(owner=user, now=NOW)
+    assert (before["last_reflect_at"], before["reflects_last_7_days"]) == (None, 0)
+    for days in (10, 6, 2):
+        record_reflect(owner=user, client_name="Claude", now=NOW - timedelta(days=days))
+    record_reflect(owner=other_user, now=NOW)
+    reply = status(owner=user, now=NOW)
+    assert reply["last_reflect_at"] == "2026-11-27T12:00:00Z"
+    assert reply["reflects_last_7_days"] == 2
+
+
+def test_status_and_reflect_themselves_never_count_as_loading_the_memory(user, make_memory):
+    make_memory(core=True)
+    reflect(owner=user, now=NOW)
+    status(owner=user, now=NOW)
+    assert status(owner=user, now=NOW)["last_reflect_at"] is None
+    assert not ReflectCall.objects.exists()
+
+
+def test_status_lists_suggestions_with_counts_short_ids_and_reasons(user, make_memory):
+    recalled = [
+        make_memory(
+            retrieval_count=5 + i,
+            last_retrieved=NOW - timedelta(days=1),
+            updated_at=NOW - timedelta(days=30),
+        )
+        for i in range(7)
+    ]
+    idle_core = make_memory(core=True, updated_at=NOW - timedelta(days=200))
+    reply = status(owner=user, now=NOW)["suggestions"]
+    assert [group["kind"] for group in reply] == ["promote", "demote", "archive"]
+    promote, demote, archive = reply
+    assert promote["count"] == 7
+    # Up to five, the most recalled first, by their short ids.
+    assert promote["ids"] == [str(m.pk)[:8] for m in reversed(recalled)][:5]
+    assert "recalled at least 5 times" in promote["reason"]
+    assert (demote["count"], demote["ids"]) == (1, [str(idle_core.pk)[:8]])
+    assert (archive["count"], archive["ids"]) == (0, [])

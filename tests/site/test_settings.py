@@ -33,6 +33,7 @@ print(json.dumps({
     "TAPROOT_ALLOW_LOOPBACK_CLIENTS": settings.TAPROOT_ALLOW_LOOPBACK_CLIENTS,
     "CATALOG_WINDOW_DAYS": settings.CATALOG_WINDOW_DAYS,
     "REFLECT_MAX_TOKENS": settings.REFLECT_MAX_TOKENS,
+    "TAPROOT_REFLECT_NUDGE_HOURS": settings.TAPROOT_REFLECT_NUDGE_HOURS,
     "DATABASE": str(settings.DATABASES["default"]["NAME"]),
     "ENGINE": settings.DATABASES["default"]["ENGINE"],
     "POOL": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
@@ -75,6 +76,7 @@ def test_nothing_set_gives_safe_local_defaults():
     assert values["TAPROOT_ALLOW_LOOPBACK_CLIENTS"] is True  # on because DEBUG is
     assert values["CATALOG_WINDOW_DAYS"] == 45
     assert values["REFLECT_MAX_TOKENS"] == 8000
+    assert values["TAPROOT_REFLECT_NUDGE_HOURS"] == 12
     assert values["ENGINE"] == "django.db.backends.sqlite3"
     assert values["DATABASE"] == str(ROOT / "db.sqlite3")
 
@@ -100,6 +102,10 @@ def test_every_variable_of_the_spec_is_read():
     assert values["CATALOG_WINDOW_DAYS"] == 10
     assert values["REFLECT_MAX_TOKENS"] == 2000
     assert values["DATABASE"] == "/var/lib/taproot/store.sqlite3"
+
+
+def test_the_reflect_nudge_hours_are_read():
+    assert loaded({"TAPROOT_REFLECT_NUDGE_HOURS": "6"})["TAPROOT_REFLECT_NUDGE_HOURS"] == 6
 
 
 def test_without_a_public_url_it_is_where_the_run_command_listens():
@@ -161,6 +167,9 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
         ({"PORT": "http"}, "PORT must be a whole number"),
         ({"CATALOG_WINDOW_DAYS": "a month"}, "CATALOG_WINDOW_DAYS must be a whole number"),
         ({"REFLECT_MAX_TOKENS": "-5"}, "REFLECT_MAX_TOKENS must be at least"),
+        # Below 2,000 the payload's fixed parts might not fit its budget.
+        ({"REFLECT_MAX_TOKENS": "1999"}, "REFLECT_MAX_TOKENS must be at least 2000"),
+        ({"TAPROOT_REFLECT_NUDGE_HOURS": "0"}, "TAPROOT_REFLECT_NUDGE_HOURS must be at least 1"),
         ({"TAPROOT_DB_POOL_SIZE": "ten"}, "TAPROOT_DB_POOL_SIZE must be a whole number"),
         ({"TAPROOT_DB_POOL_TIMEOUT": "0"}, "TAPROOT_DB_POOL_TIMEOUT must be at least 1"),
         ({"TAPROOT_MCP_BODY_TIMEOUT": "0"}, "TAPROOT_MCP_BODY_TIMEOUT must be at least 1"),

@@ -1,0 +1,147 @@
+"""Suggested promotions, demotions and archiving, read from the recall history already
+stored. Never applied by themselves: taproot_status and the dashboard list them, a person
+applies one (through the same services as taproot_promote and taproot_forget) or
+dismisses it for good."""
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Window
+
+from memories.errors import InvalidInput
+from memories.models import ChangeSource, DismissedSuggestion, Memory, MemoryQuerySet, User
+from memories.services._common import get_memory, now_or
+from memories.services.curation import archive, promote
+from memories.shortids import short_ids
+from memories.validation import shown
+from memories.vocabulary import (
+    ARCHIVE,
+    ARCHIVE_IDLE_DAYS,
+    DEMOTE,
+    DEMOTE_IDLE_DAYS,
+    PROMOTE,
+    PROMOTE_MIN_RECALLS,
+    PROMOTE_RECALLED_WITHIN_DAYS,
+    SUGGESTION_KINDS,
+)
+
+REASONS = {
+    PROMOTE: (
+        f"recalled at least {PROMOTE_MIN_RECALLS} times, the last time within "
+        f"{PROMOTE_RECALLED_WITHIN_DAYS} days: worth loading in full at every start"
+    ),
+    DEMOTE: (
+        f"core, but neither recalled nor updated for {DEMOTE_IDLE_DAYS} days: it may not need "
+        "loading in full at every start"
+    ),
+    ARCHIVE: (
+        f"low salience, never recalled and not updated for {ARCHIVE_IDLE_DAYS} days: "
+        "archiving hides it and keeps it"
+    ),
+}
+# taproot_status names this many memories of each kind (and counts them all).
+STATUS_SAMPLE = 5
+ARCHIVE_REASON = f"Suggested: low salience, never recalled, idle for {ARCHIVE_IDLE_DAYS} days."
+
+
+@dataclass(frozen=True)
+class Suggested:
+    id: uuid.UUID
+    short_id: str
+    gist: str
+
+
+@dataclass(frozen=True)
+class SuggestionGroup:
+    kind: str
+    reason: str
+    count: int  # every memory the rule picks, beyond those listed
+    memories: list[Suggested]
+
+    def as_status(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "count": self.count,
+            "ids": [m.short_id for m in self.memories],
+            "reason": self.reason,
+        }
+
+
+def _candidates(owner: User, kind: str, now: datetime) -> MemoryQuerySet:
+    """The memories a rule picks, not dismissed, in the order they are listed: the most
+    recalled first for promotion, the longest idle first otherwise."""
+    mine = Memory.objects.for_owner(owner)
+    if kind == PROMOTE:
+        picked = mine.promotion_candidates(now).order_by(
+            "-retrieval_count", "-last_retrieved", "id"
+        )
+    elif kind == DEMOTE:
+        picked = mine.demotion_candidates(now).order_by("last_touched_at", "id")
+    else:
+        picked = mine.archive_candidates(now).order_by("last_touched_at", "id")
+    return picked.not_dismissed(kind)
+
+
+def suggestions(
+    *, owner: User, now: datetime | None = None, limit: int = STATUS_SAMPLE
+) -> list[SuggestionGroup]:
+    """Each kind's count and its first `limit` memories: one query per kind, and one for
+    the short ids of them all."""
+    now = now_or(now)
+    rows: dict[str, list[tuple[uuid.UUID, str, int]]] = {}
+    for kind in SUGGESTION_KINDS:
+        rows[kind] = list(
+            _candidates(owner, kind, now)
+            .annotate(total=Window(Count("pk")))
+            .values_list("id", "gist", "total")[:limit]
+        )
+    shown_ids = short_ids(owner, (pk for found in rows.values() for pk, _, _ in found))
+    return [
+        SuggestionGroup(
+            kind=kind,
+            reason=REASONS[kind],
+            count=found[0][2] if found else 0,
+            memories=[Suggested(pk, shown_ids[pk], gist) for pk, gist, _ in found],
+        )
+        for kind, found in rows.items()
+    ]
+
+
+def _kind(value: Any) -> str:
+    if value not in SUGGESTION_KINDS:
+        raise InvalidInput(
+            f"kind must be one of {', '.join(SUGGESTION_KINDS)} (got {shown(value)})."
+        )
+    return str(value)
+
+
+def apply_suggestion(
+    *,
+    owner: User,
+    memory_id: Any,
+    kind: Any,
+    source: ChangeSource = ChangeSource.DASHBOARD,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Do what a suggestion says, through the service a tool would use for it."""
+    kind = _kind(kind)
+    if kind == PROMOTE:
+        return promote(owner=owner, memory_id=memory_id, core=True, source=source, now=now)
+    if kind == DEMOTE:
+        return promote(owner=owner, memory_id=memory_id, core=False, source=source, now=now)
+    return archive(owner=owner, memory_id=memory_id, reason=ARCHIVE_REASON, source=source, now=now)
+
+
+def dismiss_suggestion(
+    *, owner: User, memory_id: Any, kind: Any, now: datetime | None = None
+) -> None:
+    """Turn a suggestion down: the rule will not pick this memory for it again."""
+    kind = _kind(kind)
+    with transaction.atomic():
+        memory = get_memory(owner, memory_id)
+        DismissedSuggestion.objects.get_or_create(
+            memory=memory, kind=kind, defaults={"owner": owner, "dismissed_at": now_or(now)}
+        )
