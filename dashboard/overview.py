@@ -6,7 +6,7 @@ from typing import Any
 
 from dashboard.preview import Preview, build_preview
 from memories.models import Memory
-from memories.services import reflect
+from memories.services import reflect, reflect_history
 
 
 @dataclass(frozen=True)
@@ -16,8 +16,11 @@ class Overview:
 
 
 def store_overview(owner: Any, *, now: datetime) -> Overview:
-    """Five queries whatever the store holds: the counts, and four for the payload."""
+    """A handful of queries whatever the store holds: the counts, the payload's reads, and
+    when Claude last loaded it. Building the preview records no reflect."""
     return Overview(
         counts=Memory.objects.for_owner(owner).state_counts(),
-        preview=build_preview(reflect(owner=owner, now=now)),
+        preview=build_preview(
+            reflect(owner=owner, now=now), reflect_history(owner=owner, now=now), now
+        ),
     )

@@ -5,19 +5,43 @@ calls), so the sidebar can never show something other than what Claude loads.
 """
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from memories.payload import CatalogEntry, ReflectPayload
+from django.utils.timesince import timesince
+
+from memories.payload import CatalogEntry, CoreEntry, ReflectPayload
+from memories.services.loaded import ReflectHistory
 from memories.vocabulary import CATEGORY_ORDER, home_category
 
 NEAR_BUDGET_SHARE = 0.8
 
 
 @dataclass(frozen=True)
+class CoreBlock:
+    """A core memory sent in full: its entry (whole id, for links) and what is sent."""
+
+    entry: CoreEntry
+    item: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PreviewLine:
+    """A line as sent, with the memory it stands for."""
+
+    entry: CatalogEntry | CoreEntry
+    text: str
+
+    @property
+    def category(self) -> str:
+        return home_category(self.entry.category)
+
+
+@dataclass(frozen=True)
 class CategoryPreview:
     category: str
-    core: list[dict[str, Any]]  # slim core items, as sent
-    lines: list[CatalogEntry]  # catalog lines as sent, in payload order
+    core: list[CoreBlock]
+    lines: list[PreviewLine]  # catalog lines as sent, in payload order
     omitted_by_window: int
     cut_by_budget: int
 
@@ -30,6 +54,10 @@ class CategoryPreview:
 class Preview:
     reflect: ReflectPayload
     categories: list[CategoryPreview]
+    core_overflow: list[PreviewLine]
+    cut_lines: list[PreviewLine]
+    loaded: ReflectHistory | None = None
+    now: datetime | None = None
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -54,12 +82,16 @@ class Preview:
         return int(self.payload["core_count"])
 
     @property
+    def core_omitted(self) -> int:
+        return self.reflect.core_omitted
+
+    @property
     def catalog_count(self) -> int:
         return int(self.payload["catalog_count"])
 
     @property
     def omitted_count(self) -> int:
-        return sum(self.payload["catalog_omitted"].values())
+        return sum(self.payload.get("catalog_omitted", {}).values())
 
     @property
     def budget_percent(self) -> int:
@@ -79,7 +111,7 @@ class Preview:
 
     @property
     def near_budget(self) -> bool:
-        """Past 80 % of the budget (or over it)."""
+        """Past 80 % of the budget."""
         return self.reflect.tokens > NEAR_BUDGET_SHARE * self.reflect.max_tokens
 
     @property
@@ -91,21 +123,56 @@ class Preview:
     def warn(self) -> bool:
         return self.near_budget or self.core_heavy or bool(self.reflect.warnings)
 
+    @property
+    def loaded_sentence(self) -> str:
+        """Whether and when Claude last loaded the memory, through which client."""
+        if self.loaded is None or self.loaded.last_at is None:
+            return "Claude has not loaded your memory yet: taproot_reflect was never called."
+        since = self.now - self.loaded.last_at if self.now else None
+        if since is not None and since < timedelta(minutes=1):
+            when = "just now"
+        else:
+            when = timesince(self.loaded.last_at, self.now, depth=1) + " ago"
+        client = f" ({self.loaded.last_client})" if self.loaded.last_client else ""
+        return f"Claude last loaded your memory {when}{client}"
 
-def build_preview(reflect: ReflectPayload) -> Preview:
+
+def build_preview(
+    reflect: ReflectPayload, loaded: ReflectHistory | None = None, now: datetime | None = None
+) -> Preview:
     payload = reflect.payload
-    lines: dict[str, list[CatalogEntry]] = {c: [] for c in CATEGORY_ORDER}
+    core: dict[str, list[CoreBlock]] = {c: [] for c in CATEGORY_ORDER}
+    # Full entries in the order the payload lists them: match each sent item to its entry.
+    entries = {reflect.shown_id(e.id): e for e in reflect.core_full}
+    for category, items in payload["core_memories"].items():
+        core[category] = [CoreBlock(entries[item["id"]], item) for item in items]
+    lines: dict[str, list[PreviewLine]] = {c: [] for c in CATEGORY_ORDER}
     for entry in reflect.included:
-        lines[home_category(entry.category)].append(entry)
-    cut = payload["budget"]["cut"]
+        lines[home_category(entry.category)].append(
+            PreviewLine(entry, entry.line(reflect.shown_id(entry.id)))
+        )
+    cut = payload["budget"].get("cut", {})
+    omitted = payload.get("catalog_omitted", {})
     categories = [
         CategoryPreview(
             category=category,
-            core=list(payload["core_memories"][category]),
+            core=core[category],
             lines=lines[category],
-            omitted_by_window=payload["catalog_omitted"][category] - cut[category],
-            cut_by_budget=cut[category],
+            omitted_by_window=omitted.get(category, 0) - cut.get(category, 0),
+            cut_by_budget=cut.get(category, 0),
         )
         for category in CATEGORY_ORDER
     ]
-    return Preview(reflect=reflect, categories=categories)
+    return Preview(
+        reflect=reflect,
+        categories=categories,
+        core_overflow=[
+            PreviewLine(entry, entry.line(reflect.shown_id(entry.id)))
+            for entry in reflect.core_lines
+        ],
+        cut_lines=[
+            PreviewLine(entry, entry.line(reflect.shown_id(entry.id))) for entry in reflect.cut
+        ],
+        loaded=loaded,
+        now=now,
+    )

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.views import account, detail, memories, preview
+from dashboard.views import account, detail, memories, preview, suggestions
 
 app_name = "dashboard"
 
@@ -15,6 +15,16 @@ urlpatterns = [
     path("memories/<uuid:memory_id>/unarchive/", memories.unarchive, name="unarchive"),
     path("memories/<uuid:memory_id>/delete/", memories.delete, name="delete"),
     path("revisions/<int:revision_id>/restore/", detail.restore_revision, name="restore"),
+    path(
+        "suggestions/<uuid:memory_id>/<str:kind>/apply/",
+        suggestions.apply,
+        name="suggestion_apply",
+    ),
+    path(
+        "suggestions/<uuid:memory_id>/<str:kind>/dismiss/",
+        suggestions.dismiss,
+        name="suggestion_dismiss",
+    ),
     path("closings/", account.closings, name="closings"),
     path("export/", account.export, name="export"),
     path("clients/", account.clients, name="clients"),

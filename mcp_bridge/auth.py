@@ -19,6 +19,7 @@ from oauth2_provider.models import get_access_token_model
 from pydantic import AnyHttpUrl
 
 MCP_SCOPE = "mcp"
+CLIENT_NAME_CLAIM = "taproot_client_name"
 # Far longer than any token django-oauth-toolkit issues; anything longer is not ours.
 MAX_TOKEN_LENGTH = 512
 
@@ -66,7 +67,11 @@ def find_access_token(raw_token: str) -> AccessToken | None:
         expires_at=int(token.expires.timestamp()),
         resource=mcp_resource_url(),
         subject=str(token.user_id),
-        claims={"iss": settings.TAPROOT_PUBLIC_URL},
+        # The client's name rides along for the reflect record (no second lookup).
+        claims={
+            "iss": settings.TAPROOT_PUBLIC_URL,
+            CLIENT_NAME_CLAIM: token.application.name if token.application else "",
+        },
     )
 
 
@@ -100,3 +105,12 @@ def token_user() -> Any:
     if user is None:
         raise NotAuthenticated("the token's user no longer exists or is inactive")
     return user
+
+
+def token_client() -> tuple[str, str]:
+    """The OAuth client (client id, name) the current request's token was issued to."""
+    token = get_access_token()
+    if token is None:
+        return "", ""
+    name = (token.claims or {}).get(CLIENT_NAME_CLAIM, "")
+    return token.client_id, name if isinstance(name, str) else ""

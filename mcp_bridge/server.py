@@ -19,8 +19,7 @@ from starlette.types import ASGIApp
 from mcp_bridge.auth import DjangoTokenVerifier, auth_settings, token_user
 from mcp_bridge.replies import UNEXPECTED, logger
 from mcp_bridge.request_log import RequestLogMiddleware
-from mcp_bridge.tools import DEFINITIONS
-from memories import services
+from mcp_bridge.tools import DEFINITIONS, reflect_text
 from memories.errors import InvalidInput
 from memories.jsonutil import dumps
 
@@ -61,7 +60,8 @@ async def reflect_prompt(ctx: Context) -> str:
     """The reflect payload as a prompt, for clients that offer prompts rather than tools."""
 
     def payload() -> str:
-        return services.reflect(owner=token_user()).text
+        # Recorded like the tool: a client fetches the prompt to load the memory with it.
+        return reflect_text(owner=token_user())
 
     try:
         return await sync_to_async(payload, thread_sensitive=True)()

@@ -13,6 +13,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
 
 from mcp_bridge import arguments as arg
+from mcp_bridge.auth import token_client
 from mcp_bridge.replies import run_tool
 from memories import services
 from memories.services.curation import FORGET_ACTIONS
@@ -50,19 +51,27 @@ Salience: TypeAlias = Annotated[
     ),
 ]
 MemoryId: TypeAlias = Annotated[
-    arg.Text, arg.text("A memory id (UUID), as shown in the catalog or returned by a tool.")
+    arg.Text,
+    arg.text(
+        "A memory id as shown in the catalog (its first 8 or more characters) or the whole "
+        "id a tool returned."
+    ),
 ]
 
 
 # --- the tools -----------------------------------------------------------------------
 
 
-def _reflect_text(*, owner: Any) -> str:
+def reflect_text(*, owner: Any) -> str:
+    """The payload, recorded as loaded by the token's client (status and the dashboard
+    preview build it without this)."""
+    client_id, client_name = token_client()
+    services.record_reflect(owner=owner, client_id=client_id, client_name=client_name)
     return services.reflect(owner=owner).text
 
 
 async def taproot_reflect(ctx: Context) -> CallToolResult:
-    return await run_tool(ctx, "taproot_reflect", _reflect_text)
+    return await run_tool(ctx, "taproot_reflect", reflect_text)
 
 
 async def taproot_remember(
@@ -111,7 +120,11 @@ async def taproot_remember(
         ),
     ] = None,
     linked_memories: Annotated[
-        Any, arg.string_list("Ids of your related memories.", max_items=MAX_LINKS, fmt="uuid")
+        Any,
+        arg.string_list(
+            "Ids of your related memories (as shown in the catalog, or whole).",
+            max_items=MAX_LINKS,
+        ),
     ] = None,
     conversation_id: Annotated[
         arg.Text, arg.text("An identifier of this conversation, if you have one.")
@@ -133,8 +146,9 @@ async def taproot_remember(
     update_id: Annotated[
         arg.Text,
         arg.text(
-            "Give the id of an existing memory to update it instead of creating a new one; "
-            "only the fields you send change, and none other is required."
+            "Give the id of an existing memory (as shown in the catalog, or whole) to update "
+            "it instead of creating a new one; only the fields you send change, and none "
+            "other is required."
         ),
     ] = None,
 ) -> CallToolResult:
@@ -172,9 +186,8 @@ async def taproot_recall(
     ids: Annotated[
         Any,
         arg.string_list(
-            "Memory ids to load in full, e.g. from catalog lines.",
+            "Memory ids to load in full, as catalog lines show them (e.g. a002ab76) or whole.",
             max_items=MAX_RECALL_IDS,
-            fmt="uuid",
         ),
     ] = None,
     tags: Annotated[
@@ -247,7 +260,11 @@ async def taproot_forget(
         ),
     ] = None,
     memory_id: Annotated[
-        arg.Text, arg.text("The memory to archive, unarchive or delete (not for compress).")
+        arg.Text,
+        arg.text(
+            "The memory to archive, unarchive or delete, by its id as shown in the catalog "
+            "or whole (not for compress)."
+        ),
     ] = None,
     reason: Annotated[
         arg.Text, arg.text("Why; stored with an archived memory.", max_length=MAX_REASON)
@@ -255,9 +272,9 @@ async def taproot_forget(
     ids: Annotated[
         Any,
         arg.string_list(
-            "compress only: two or more ids of your live memories to combine.",
+            "compress only: two or more ids of your live memories to combine (as shown in "
+            "the catalog, or whole).",
             max_items=MAX_RECALL_IDS,
-            fmt="uuid",
         ),
     ] = None,
     content: Annotated[
@@ -377,11 +394,13 @@ DEFINITIONS: list[ToolDefinition] = [
         description=(
             "Call this first, at the start of every conversation, before you answer: it "
             "loads who you are and who you are talking to. Returns JSON with core_memories "
-            "(the always-loaded tier, in full), catalog (one line per other recent or "
-            "important memory: [id] [category] [salience] [date] gist), how many memories "
-            "the catalog leaves out, and the latest closing reflections. Load the full text "
-            "behind catalog lines with taproot_recall(ids=[...]). Takes no arguments and "
-            "changes nothing."
+            "(the always-loaded tier, in full, by category), core_overflow (core memories "
+            "that did not fit in full, as lines), catalog (by category, one line per other "
+            "recent or important memory: [id] [salience] [date] gist), how many memories the "
+            "catalog leaves out, and the latest closing reflections; it never exceeds its "
+            "token budget. Ids are short: every tool takes them as shown. Load the full text "
+            "behind any line with taproot_recall(ids=[...]). Takes no arguments and changes "
+            "no memory."
         ),
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
         meta={"anthropic/alwaysLoad": True},
@@ -397,8 +416,9 @@ DEFINITIONS: list[ToolDefinition] = [
             "adding a near-copy, pass its id as update_id with just the fields to change; "
             "only the fields you send change, so category and content are required only "
             "when creating. Returns {status, action: created|updated, memory_id, category, "
-            "core, warnings?}; a warning names an existing memory with the same gist or "
-            "content."
+            "core, warnings?, reflect_hint?}; a warning names an existing memory with the "
+            "same gist or content, and reflect_hint asks you to call taproot_reflect when "
+            "your memory has not been loaded in this conversation."
         ),
         annotations=_hints(read_only=False),
     ),
@@ -412,9 +432,10 @@ DEFINITIONS: list[ToolDefinition] = [
             "a query only memories that match it are returned, best first. Reaches "
             "everything, including memories the catalog leaves out. Returns {status, "
             "count, results, warnings?} with every field of each memory and its "
-            "activation_score; ids that are malformed or name no live memory of yours are "
-            "skipped and named in warnings. Recalled memories count as used, which keeps "
-            "them in the catalog; archived ones never come back."
+            "activation_score (and reflect_hint?, as for taproot_remember); ids that are "
+            "malformed, ambiguous or name no live memory of yours are skipped and named in "
+            "warnings. Recalled memories count as used, which keeps them in the catalog; "
+            "archived ones never come back."
         ),
         annotations=_hints(read_only=False),
     ),
@@ -477,9 +498,11 @@ DEFINITIONS: list[ToolDefinition] = [
         title="Store status",
         description=(
             "How the memory store looks: live memories by category, archived and closing "
-            "counts, the size of the core tier, catalog lines shown and left out, and the "
-            "size of the taproot_reflect payload against its token budget, with any "
-            "warnings. Takes no arguments and changes nothing."
+            "counts, the size of the core tier, catalog lines shown and left out, the size "
+            "of the taproot_reflect payload against its token budget, when taproot_reflect "
+            "was last called (last_reflect_at, reflects_last_7_days), suggested promotions, "
+            "demotions and archiving (never applied by themselves: ask the user first), and "
+            "any warnings. Takes no arguments and changes nothing."
         ),
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     ),

@@ -55,8 +55,3 @@ def shown_value(value: Any, field: str = "") -> str:
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) if value else "—"
     return str(value)
-
-
-@register.filter
-def short_id(value: Any) -> str:
-    return str(value)[:8]

@@ -16,6 +16,7 @@ from memories.conf import catalog_window_days
 from memories.errors import InvalidInput
 from memories.models import ChangeSource, Memory, Revision
 from memories.services import restore_revision as restore_memory_revision
+from memories.shortids import short_ids
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class RevisionView:
 class LinkedMemory:
     id: str
     memory: Memory | None  # None when the id names nothing of this owner's
+    short_id: str = ""
 
 
 @login_required
@@ -94,7 +96,11 @@ def _detail_context(request: DashboardRequest, memory_id: uuid.UUID) -> dict[str
         )
         for revision in memory.revisions.all()
     ]
-    return {"memory": memory, "revisions": revisions, "linked": _linked(request, memory)}
+    linked = _linked(request, memory)
+    shown = short_ids(request.user, [memory.pk, *(uuid.UUID(link.id) for link in linked)])
+    memory._short_id = shown[memory.pk]  # type: ignore[attr-defined]
+    linked = [LinkedMemory(link.id, link.memory, shown[uuid.UUID(link.id)]) for link in linked]
+    return {"memory": memory, "revisions": revisions, "linked": linked}
 
 
 def _linked(request: DashboardRequest, memory: Memory) -> list[LinkedMemory]:

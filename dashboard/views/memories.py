@@ -21,6 +21,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard.decorators import DashboardRequest, login_required
 from dashboard.forms import CurationForm, GistForm, MemoryFilterForm
 from dashboard.overview import store_overview
+from dashboard.views.suggestions import panel_context
 from memories.conf import catalog_window_days
 from memories.errors import InvalidInput
 from memories.models import ChangeSource, Memory
@@ -29,6 +30,7 @@ from memories.services import delete as delete_memory
 from memories.services import edit_gist as edit_memory_gist
 from memories.services import set_curation
 from memories.services import unarchive as unarchive_memory
+from memories.shortids import attach_short_ids
 
 PAGE_SIZE = 25
 ARCHIVE_REASON = "Archived from the dashboard."
@@ -48,6 +50,7 @@ def index(request: DashboardRequest) -> HttpResponse:
         window_days=window_days,
     )
     page = Paginator(memories, PAGE_SIZE).get_page(request.GET.get("page"))
+    attach_short_ids(request.user, page)
     context: dict[str, Any] = {"form": form, "page": page, "query": form.query_string()}
     status = 400 if form.errors else 200
     if _wants_fragment(request, "memory-list"):
@@ -55,6 +58,7 @@ def index(request: DashboardRequest) -> HttpResponse:
         return render(request, "dashboard/index.html#memory-list", context, status=status)
     overview = store_overview(request.user, now=now)
     context.update(counts=overview.counts, preview=overview.preview)
+    context.update(panel_context(request.user))
     return render(request, "dashboard/index.html", context, status=status)
 
 
@@ -162,6 +166,7 @@ def delete(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     if request.method == "GET":
         if request.htmx:
             return _card_update(request, memory_id, confirm_delete=True)
+        attach_short_ids(request.user, [memory])
         return render(request, "dashboard/memory_delete.html", {"memory": memory})
     # Deleted elsewhere since the check above is the outcome asked for.
     with suppress(InvalidInput):
@@ -190,6 +195,7 @@ def _card_update(
         Memory.objects.for_owner(request.user).with_tier(now, catalog_window_days()),
         pk=memory_id,
     )
+    attach_short_ids(request.user, [memory])
     overview = store_overview(request.user, now=now)
     context = {"memory": memory, "counts": overview.counts, "preview": overview.preview}
     return render(request, "dashboard/card_update.html", context | extra, status=status)

@@ -175,6 +175,15 @@
     }
   });
 
+  // --- A suggestion applied: its memory's card (when listed) is read again ----------
+
+  document.addEventListener("taproot:memory-changed", function (event) {
+    const card = byId("memory-" + event.detail.id);
+    if (card && card.dataset.cardUrl) {
+      htmx.ajax("GET", card.dataset.cardUrl, { target: card, swap: "outerHTML" });
+    }
+  });
+
   // --- Short, shareable filter URLs --------------------------------------------
   // Leave empty filter fields out of the query string the list pushes to the URL.
 

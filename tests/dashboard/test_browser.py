@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from memories.models import ChangeSource, Memory
-from memories.services import close, edit_gist
+from memories.services import close, edit_gist, record_reflect
 from tests.conftest import require_tool
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -198,7 +198,8 @@ def test_salience_change_updates_preview_and_size_without_reload(session, store)
     page = session.log_in()
     stale = store["stale"]
     page.evaluate("window.notReloaded = true")
-    tokens_before = page.locator("#preview-tokens").inner_text()
+    # Tokens and bytes: the line added and the note changed may leave the tokens equal.
+    size_before = page.locator(".budget-figures").inner_text()
     assert page.locator(f"#reflect-preview [data-memory-id='{stale.pk}']").count() == 0
 
     card(page, stale).get_by_label("Salience").select_option("high")
@@ -206,7 +207,7 @@ def test_salience_change_updates_preview_and_size_without_reload(session, store)
     expect(
         page.locator(f"#reflect-preview a.preview-line[data-memory-id='{stale.pk}']")
     ).to_be_visible()
-    expect(page.locator("#preview-tokens")).not_to_have_text(tokens_before)
+    expect(page.locator(".budget-figures")).not_to_have_text(size_before)
     expect(card(page, stale).locator(".tier-badge")).to_have_text("catalog")
     assert page.evaluate("window.notReloaded") is True
     saved = Memory.objects.get(pk=stale.pk)
@@ -455,6 +456,65 @@ def test_on_a_phone_the_memory_page_keeps_its_buttons_button_sized_and_in_order(
         phone.close()
 
 
+def test_the_suggestions_panel_applies_and_dismisses_in_place(session, store, make_memory):
+    from playwright.sync_api import expect
+
+    now = timezone.now()
+    recalled = make_memory(
+        category="relationship",
+        gist="Asks about the allotment every week",
+        retrieval_count=8,
+        last_retrieved=now - timedelta(days=1),
+        updated_at=now - timedelta(days=20),
+    )
+    idle = make_memory(
+        category="identity",
+        gist="Used to write in the mornings",
+        core=True,
+        updated_at=now - timedelta(days=150),
+    )
+    page = session.log_in()
+    page.evaluate("window.notReloaded = true")
+    panel = page.locator("#suggestions")
+    expect(panel).to_be_visible()
+    promote_row = panel.locator(f"#suggestion-promote-{recalled.pk}")
+    expect(promote_row).to_contain_text(str(recalled.pk)[:8])
+    expect(card(page, recalled).locator(".tier-badge")).to_have_text("catalog")
+
+    promote_row.get_by_role("button", name="Promote").click()
+
+    expect(panel.locator(".suggestion-message")).to_contain_text("moved into the core tier")
+    expect(promote_row).to_have_count(0)
+    # The card and the preview follow without a reload.
+    expect(card(page, recalled).locator(".tier-badge")).to_have_text("core")
+    expect(
+        page.locator(f"#reflect-preview a.preview-block[data-memory-id='{recalled.pk}']")
+    ).to_be_visible()
+
+    demote_row = panel.locator(f"#suggestion-demote-{idle.pk}")
+    demote_row.get_by_role("button", name="Dismiss").click()
+
+    expect(panel.locator(".suggestion-message")).to_contain_text("will not be suggested again")
+    expect(demote_row).to_have_count(0)
+    assert page.evaluate("window.notReloaded") is True
+    page.reload()
+    expect(page.locator(f"#suggestion-demote-{idle.pk}")).to_have_count(0)
+    expect(page.locator("#suggestions")).to_be_hidden()  # nothing left to suggest
+    assert Memory.objects.get(pk=recalled.pk).core is True
+    assert Memory.objects.get(pk=idle.pk).core is True  # dismissed, not applied
+
+
+def test_the_preview_says_when_claude_last_loaded_the_memory(session, store, user):
+    from playwright.sync_api import expect
+
+    record_reflect(owner=user, client_name="Claude", now=timezone.now() - timedelta(hours=3))
+    page = session.log_in()
+
+    expect(page.locator("#loaded-signal")).to_contain_text(
+        "Claude last loaded your memory 3\xa0hours ago (Claude) · 1 time in the last 7 days"
+    )
+
+
 def test_screenshots_of_the_main_view(request, browser, live_server_process, user, make_memory):
     """With --screenshots: the memory list and preview, desktop and phone, light and dark."""
     if not request.config.getoption("--screenshots"):
@@ -514,10 +574,19 @@ def demo_store(user: Any, make_memory: Any) -> None:
         ),
         ("episodic", "Spring planting day: tomatoes went in a week early", "medium", False, 20),
         ("relationship", "Calls on Sunday evenings are for family, not work", "medium", False, 30),
+        # Recalled often lately: suggested for the core tier.
+        (
+            "relationship",
+            "Maya's deadlines: a chapter is due on the first of each month",
+            "medium",
+            False,
+            12,
+        ),
         ("episodic", "A rainy trip to the coast in March", "low", False, 80),
         ("identity", "Reads slowly and rereads what matters", "low", False, 120),
     ]
     for category, gist, salience, core, days in entries:
+        recalled = gist.startswith("Maya's deadlines")
         make_memory(
             id=uuid.uuid5(uuid.NAMESPACE_URL, f"taproot-demo:{gist}"),  # stable screenshots
             category=category,
@@ -528,10 +597,12 @@ def demo_store(user: Any, make_memory: Any) -> None:
             tags=[category.split("_")[0], "garden"]
             if "garden" in gist or "Chapter" in gist
             else [],
-            retrieval_count=days % 7,
+            retrieval_count=6 if recalled else days % 7,
+            last_retrieved=now - timedelta(days=2) if recalled else None,
             updated_at=now - timedelta(days=days),
             gist_autogenerated=days == 80,
         )
+    record_reflect(owner=user, client_name="Claude", now=now - timedelta(hours=3))
     close(
         owner=user,
         reflection="We planned the compost section and agreed to keep chapters short.",

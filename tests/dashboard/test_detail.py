@@ -169,6 +169,6 @@ def test_detail_query_count_does_not_grow_with_revisions(
     for index in range(count):
         edit_gist(owner=user, memory_id=memory.pk, gist=f"g{index}", source=ChangeSource.TOOL)
 
-    # session, user, the memory, its revisions (no links to look up)
-    with django_assert_num_queries(4):
+    # session, user, the memory, its revisions (no links to look up), its short id
+    with django_assert_num_queries(5):
         logged_in.get(detail_url(memory))

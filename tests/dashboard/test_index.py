@@ -34,6 +34,24 @@ def test_list_shows_only_the_logged_in_users_memories(logged_in, make_memory, fo
     assert str(foreign_memory.pk) not in response.text
 
 
+def test_cards_show_the_shortest_id_prefix_no_other_memory_of_yours_shares(
+    logged_in, make_memory, other_user
+):
+    import uuid
+
+    twin = make_memory(id=uuid.UUID("a002ab76-58b6-4e9c-ba6d-7ec35cb2e2be"))
+    make_memory(id=uuid.UUID("a002ab76-58c0-4e9c-ba6d-7ec35cb2e2be"))
+    alone = make_memory(id=uuid.UUID("b1b2b3b4-0000-4000-8000-000000000000"))
+    make_memory(owner=other_user, id=uuid.UUID("b1b2b3b4-0000-4000-8000-0000000000ff"))
+
+    html = logged_in.get(URL).text
+
+    assert f'title="Open {twin.pk}"><code>a002ab76-58b</code>' in html
+    assert f'title="Open {alone.pk}"><code>b1b2b3b4</code>' in html
+    detail = logged_in.get(f"/dashboard/memories/{twin.pk}/").text
+    assert f'<code class="short-id" title="{twin.pk}">a002ab76-58b</code>' in detail
+
+
 def test_card_shows_tier_salience_recall_count_tags_short_id_and_auto_mark(logged_in, make_memory):
     now = timezone.now()
     memory = make_memory(
@@ -275,8 +293,10 @@ def test_list_query_count_does_not_grow_with_the_memories_shown(
             retrieval_count=index,
         )
 
-    # session, user, state counts, page count, page rows, and reflect's four reads
-    with django_assert_num_queries(9):
+    # session, user, state counts, page count, page rows, their short ids, reflect's five
+    # reads (no core text here), the reflect history, three suggestion rules and their
+    # short ids
+    with django_assert_num_queries(16):
         response = logged_in.get(URL)
 
     assert len(card_ids(response)) == min(count, 25)
@@ -289,7 +309,8 @@ def test_fragment_query_count_does_not_grow_either(
     for _ in range(count):
         make_memory()
 
-    with django_assert_num_queries(5):
+    # session, user, page count, page rows, their short ids, state counts
+    with django_assert_num_queries(6):
         logged_in.get(URL, **htmx("memory-list"))
 
 

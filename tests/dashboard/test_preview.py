@@ -7,8 +7,9 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from dashboard.preview import Preview, build_preview
+from memories.models import ReflectCall
 from memories.payload import ReflectPayload
-from memories.services import close, reflect
+from memories.services import close, record_reflect, reflect
 from tests.dashboard.conftest import htmx
 
 pytestmark = pytest.mark.django_db
@@ -124,7 +125,7 @@ def test_warning_thresholds_are_past_80_percent_and_core_past_half(
         cut=[],
     )
 
-    preview = Preview(reflect=sent, categories=[])
+    preview = Preview(reflect=sent, categories=[], core_overflow=[], cut_lines=[])
 
     assert (preview.near_budget, preview.core_heavy) == (near_budget, core_heavy)
     assert preview.warn == (near_budget or core_heavy)
@@ -152,8 +153,8 @@ def test_lines_the_budget_cut_are_listed_and_marked_on_their_cards(
 def test_cut_lines_reflect_never_read_are_counted_and_still_marked(
     logged_in, make_memory, settings
 ):
-    settings.REFLECT_MAX_TOKENS = 500  # room for at most 33 catalog lines
-    for i in range(45):
+    settings.REFLECT_MAX_TOKENS = 500  # room for at most 63 catalog lines
+    for i in range(80):
         make_memory(gist=f"Line {i}")
 
     response = logged_in.get("/dashboard/")
@@ -174,8 +175,10 @@ def test_preview_groups_exactly_the_lines_of_the_payload(user, make_memory):
     preview = build_preview(payload)
 
     for group in preview.categories:
-        assert [e.line() for e in group.lines] == payload.payload["catalog"][group.category]
-        assert group.core == payload.payload["core_memories"][group.category]
+        catalog = payload.payload["catalog"].get(group.category, [])
+        assert [line.text for line in group.lines] == catalog
+        core = payload.payload["core_memories"].get(group.category, [])
+        assert [block.item for block in group.core] == core
 
 
 def test_htmx_refresh_swaps_counts_and_preview_out_of_band(logged_in, make_memory):
@@ -203,16 +206,59 @@ def test_preview_shows_only_the_users_own_memories(logged_in, other_user, make_m
 
 @pytest.mark.parametrize("count", [2, 40])
 def test_preview_query_count_does_not_grow_with_the_store(
-    logged_in, make_memory, django_assert_num_queries, count
+    logged_in, make_memory, django_assert_max_num_queries, count
 ):
     stale = timezone.now() - timedelta(days=100)
     for index in range(count):
         make_memory(core=index % 4 == 0, updated_at=stale if index % 3 else timezone.now())
 
-    # session, user, state counts, and reflect's four reads
-    with django_assert_num_queries(7):
+    # session, user, state counts, reflect's reads (counts, core, core text, closings,
+    # catalog, short ids) and the reflect history
+    with django_assert_max_num_queries(10):
         logged_in.get(URL, **htmx())
 
 
 def test_preview_requires_login(client):
     assert client.get(URL).status_code == 302
+
+
+def test_preview_says_when_claude_last_loaded_the_memory_and_through_which_client(logged_in, user):
+    now = timezone.now()
+    record_reflect(owner=user, client_name="Claude", now=now - timedelta(days=9))
+    record_reflect(owner=user, client_name="Claude", now=now - timedelta(hours=3, minutes=5))
+
+    html = sidebar(logged_in.get(URL).text)
+
+    signal = html.split('id="loaded-signal">', 1)[1].split("</p>", 1)[0]
+    assert signal.startswith("Claude last loaded your memory 3\xa0hours ago (Claude) <span")
+    assert "1 time in the last 7 days" in signal
+
+
+def test_preview_says_when_claude_has_never_loaded_the_memory(logged_in):
+    html = sidebar(logged_in.get(URL).text)
+    assert "Claude has not loaded your memory yet" in html
+
+
+def test_showing_the_preview_is_not_claude_loading_the_memory(logged_in, make_memory):
+    make_memory(core=True)
+    logged_in.get(URL)
+    logged_in.get("/dashboard/")
+    assert not ReflectCall.objects.exists()
+
+
+def test_core_memories_that_do_not_fit_in_full_are_shown_as_the_lines_sent(
+    logged_in, user, make_memory, settings
+):
+    settings.REFLECT_MAX_TOKENS = 2000
+    for i in range(40):
+        make_memory(core=True, gist=f"Core gist {i} " + "g" * 150, content="c" * 3000)
+
+    html = sidebar(logged_in.get(URL).text)
+
+    payload = reflect(owner=user).payload
+    assert payload["core_overflow"] and payload["core_omitted"]
+    assert "Did not fit in full" in html
+    for line in payload["core_overflow"]:
+        assert f"<code>{escape(line)}</code>" in html
+    assert f"and {payload['core_omitted']} more left out" in html
+    assert "core memories do not fit in full" in html  # the warning

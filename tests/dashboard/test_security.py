@@ -35,6 +35,8 @@ WRITES = [
     (f"/dashboard/memories/{MEMORY}/delete/", {}),
     ("/dashboard/revisions/{revision}/restore/", {"use": "before"}),
     ("/dashboard/clients/1/revoke/", {}),
+    (f"/dashboard/suggestions/{MEMORY}/archive/apply/", {}),
+    (f"/dashboard/suggestions/{MEMORY}/archive/dismiss/", {}),
 ]
 
 

@@ -175,7 +175,10 @@ def test_the_verifier_names_the_user_and_this_resource(user, settings):
     assert access.subject == str(user.pk)
     assert access.resource == settings.TAPROOT_MCP_URL
     assert access.scopes == ["mcp"]
-    assert access.claims == {"iss": settings.TAPROOT_PUBLIC_URL}
+    assert access.claims == {
+        "iss": settings.TAPROOT_PUBLIC_URL,
+        "taproot_client_name": "Test client",  # for the record of a reflect call
+    }
 
 
 def test_the_resource_must_match_exactly_after_trailing_slashes(settings):

@@ -7,6 +7,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.types import METHOD_NOT_FOUND
 
+from memories.models import ReflectCall
 from tests.mcp.client import MODERN_VERSION
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
@@ -108,6 +109,16 @@ def test_schemas_advertise_enums_bounds_and_required_arguments(eras):
         limit = recall["properties"]["limit"]
         assert (limit["type"], limit["minimum"], limit["maximum"]) == ("integer", 1, 50)
         assert recall["properties"]["ids"]["maxItems"] == 50
+        # Ids come as the catalog shows them (short), so none is declared a UUID.
+        id_arguments = [
+            recall["properties"]["ids"]["items"],
+            remember["properties"]["linked_memories"]["items"],
+            remember["properties"]["update_id"],
+            schemas["taproot_promote"]["properties"]["memory_id"],
+            schemas["taproot_forget"]["properties"]["memory_id"],
+            schemas["taproot_forget"]["properties"]["ids"]["items"],
+        ]
+        assert all("format" not in schema for schema in id_arguments)
         forget = schemas["taproot_forget"]
         assert forget["required"] == ["action"]
         actions = forget["properties"]["action"]["enum"]
@@ -144,6 +155,8 @@ def test_the_reflect_payload_is_also_a_prompt(eras, portal):
         prompt = portal.call(mcp.client.get_prompt, "taproot_reflect")
         text = prompt.messages[0].content.text
         assert json.loads(text) == mcp.reply("taproot_reflect")
+    # Getting the prompt loads the memory as the tool does: both are recorded.
+    assert ReflectCall.objects.count() == 4
 
 
 def test_the_server_advertises_only_what_it_offers(eras, portal):

@@ -9,9 +9,10 @@ import pytest
 from django.utils import timezone
 
 from memories.jsonutil import dumps
-from memories.models import Closing, Memory, Snapshot
+from memories.models import Closing, Memory, ReflectCall, Snapshot
 from memories.services import reflect, status
 from tests.mcp.store import store_state
+from tests.mcp.tokens import make_application
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
 
@@ -78,25 +79,90 @@ def test_reflect_sends_the_payload_exactly_as_the_service_builds_it(eras, make_m
             "core_count",
             "catalog",
             "catalog_count",
-            "catalog_omitted",
             "catalog_note",
-            "recent_closings",
             "budget",
         ]
-        assert list(payload["core_memories"]) == CATEGORY_ORDER
+        assert list(payload["core_memories"]) == ["identity"]
         assert payload["core_memories"]["identity"][0]["content"] == "I am Claude, curious."
         assert payload["catalog_count"] == 1
         assert payload["catalog"]["episodic"][0].endswith("Planning the spring garden")
         assert "Gone" not in text
 
 
-def test_reflect_on_an_empty_store_still_has_every_category(eras):
+def test_the_dashboard_preview_shows_exactly_what_the_tool_sends(eras, make_memory, user, client):
+    import html
+
+    make_memory(**recent(core=True, category="identity", content="I am Claude, curious."))
+    make_memory(**recent(gist="Planning the spring garden"))
+    make_memory(**recent(gist="Old and quiet", updated_at=timezone.now() - timedelta(days=90)))
+    Closing.objects.create(owner=user, reflection="We spoke of seeds.", created_at=timezone.now())
+    client.force_login(user)
+    for mcp in eras:
+        text = mcp.call("taproot_reflect").content[0].text
+        page = client.get("/dashboard/preview/").text
+        raw = page.split('<pre class="raw-json" tabindex="0">', 1)[1].split("</pre>", 1)[0]
+        assert html.unescape(raw) == text
+
+
+def test_reflect_on_an_empty_store_leaves_out_empty_lists(eras):
     for mcp in eras:
         payload = mcp.reply("taproot_reflect")
         assert payload["core_count"] == 0
         assert payload["catalog_count"] == 0
-        assert list(payload["catalog"]) == CATEGORY_ORDER
-        assert payload["recent_closings"] == []
+        assert payload["catalog"] == payload["core_memories"] == {}
+        assert "recent_closings" not in payload and "catalog_omitted" not in payload
+
+
+def test_each_reflect_tool_call_is_recorded_with_its_client_and_status_is_not(
+    eras, user, token_for, connect
+):
+    for mcp in eras:
+        mcp.reply("taproot_status")
+        assert not ReflectCall.objects.exists()
+        mcp.call("taproot_reflect")
+        call = ReflectCall.objects.get()
+        assert (call.owner, call.client_name) == (user, "Test client")
+        assert timezone.now() - call.called_at < timedelta(minutes=1)
+        reply = mcp.reply("taproot_status")
+        assert reply["reflects_last_7_days"] == 1
+        assert reply["last_reflect_at"] == call.called_at.isoformat().replace("+00:00", "Z")
+        ReflectCall.objects.all().delete()
+    claude = connect(token_for(user, application=make_application(name="Claude")))
+    claude.call("taproot_reflect")
+    assert ReflectCall.objects.get().client_name == "Claude"
+
+
+def test_remember_and_recall_ask_for_a_reflect_until_one_is_made(eras):
+    for mcp in eras:
+        fresh_store()
+        ReflectCall.objects.all().delete()
+        created = mcp.reply(
+            "taproot_remember", {"category": "episodic", "content": "Tea.", "gist": "Tea"}
+        )
+        assert "taproot_reflect" in created["reflect_hint"]
+        assert "taproot_reflect" in mcp.reply("taproot_recall", {"query": "tea"})["reflect_hint"]
+        mcp.call("taproot_reflect")
+        assert "reflect_hint" not in mcp.reply("taproot_recall", {"query": "tea"})
+        assert "reflect_hint" not in mcp.reply(
+            "taproot_remember", {"update_id": created["memory_id"][:8], "gist": "Green tea"}
+        )
+        mcp.reply("taproot_close", {"reflection": "Bye."})
+        assert "reflect_hint" in mcp.reply("taproot_recall", {"query": "tea"})
+
+
+def test_tools_take_the_short_ids_the_payload_shows_and_reply_with_whole_ids(eras, make_memory):
+    for mcp in eras:
+        fresh_store()
+        memory = make_memory(**recent(gist="Planning the spring garden"))
+        line = mcp.reply("taproot_reflect")["catalog"]["episodic"][0]
+        short = line[1 : line.index("]")]
+        assert short == str(memory.pk)[:8]
+        recalled = mcp.reply("taproot_recall", {"ids": [short]})
+        assert [r["id"] for r in recalled["results"]] == [str(memory.pk)]
+        promoted = mcp.reply("taproot_promote", {"memory_id": short, "core": True})
+        assert promoted["memory_id"] == str(memory.pk)
+        archived = mcp.reply("taproot_forget", {"action": "archive", "memory_id": short})
+        assert archived["memory_id"] == str(memory.pk)
 
 
 # --- taproot_remember --------------------------------------------------------------
@@ -122,7 +188,8 @@ def test_remember_creates_a_memory_with_every_field(eras, user):
                 "conversation_url": "https://claude.ai/chat/1",
             },
         )
-        assert list(reply) == ["status", "action", "memory_id", "category", "core"]
+        # No reflect yet in this conversation: the reply asks for one.
+        assert list(reply) == ["status", "action", "memory_id", "category", "core", "reflect_hint"]
         assert reply["action"] == "created"
         assert reply["category"] == "relationship"
         assert reply["core"] is True

@@ -65,7 +65,7 @@ def test_remember_refusals(eras, ids):
             ({**VALID, "update_id": ids["unknown"]}, "No memory with id"),
             ({**VALID, "update_id": ids["foreign"]}, "No memory with id"),
             ({**VALID, "update_id": ids["archived"]}, "unarchive"),
-            ({**VALID, "update_id": "not-a-uuid"}, "UUID"),
+            ({**VALID, "update_id": "not-a-uuid"}, "the id of one of your memories"),
             ({**VALID, "content": "nul \x00 inside"}, "NUL"),
             ({**VALID, "search_keywords": ["k" * 101]}, "100 characters"),
             ({**VALID, "linked_memories": [ids["live"], 7]}, "only strings"),
@@ -128,7 +128,7 @@ def test_promote_refusals(eras, ids):
             ({"memory_id": ids["live"]}, "Give core"),
             ({"memory_id": ids["live"], "salience": "top"}, "high, medium, low"),
             ({"memory_id": ids["live"], "core": "sure"}, "true or false"),
-            ({"memory_id": 12345, "core": True}, "UUID"),
+            ({"memory_id": 12345, "core": True}, "the id of one of your memories"),
         ],
     )
 

@@ -71,9 +71,7 @@ def test_remember_linked_memories_take_prefixes_and_store_whole_ids(user, store)
     )
     memory = Memory.objects.get(pk=reply["memory_id"])
     assert memory.linked_memories == [str(B), str(A_TWIN)]
-    assert any(
-        "Skipped entries of linked_memories" in w and str(A) in w for w in reply["warnings"]
-    )
+    assert any("Skipped entries of linked_memories" in w and str(A) in w for w in reply["warnings"])
 
 
 def test_promote_memory_id_takes_a_prefix(user, store):

@@ -102,9 +102,7 @@ def test_another_users_prefix_is_simply_not_found(user, other_user, make_memory)
     assert refused.value.message.startswith("No memory of yours has an id starting with")
 
 
-def test_a_single_id_argument_refuses_an_ambiguous_prefix_naming_the_candidates(
-    user, make_memory
-):
+def test_a_single_id_argument_refuses_an_ambiguous_prefix_naming_the_candidates(user, make_memory):
     make_memory(id=A)
     make_memory(id=A_TWIN)
     with pytest.raises(InvalidInput) as refused:

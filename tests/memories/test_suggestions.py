@@ -55,9 +55,7 @@ def test_promote_needs_enough_recalls_and_a_recent_one(user, make_memory):
 # --- demote -------------------------------------------------------------------------
 
 
-def test_demote_needs_a_core_memory_neither_recalled_nor_updated_for_the_period(
-    user, make_memory
-):
+def test_demote_needs_a_core_memory_neither_recalled_nor_updated_for_the_period(user, make_memory):
     edge = NOW - timedelta(days=DEMOTE_IDLE_DAYS)
     make_memory(gist="touched exactly at the edge", core=True, updated_at=edge)
     make_memory(gist="idle just past the edge", core=True, updated_at=edge - TICK)
@@ -109,9 +107,7 @@ def test_counts_cover_every_memory_a_rule_picks_beyond_those_listed(user, make_m
     assert [m.gist for m in archive.memories] == [f"old {i}" for i in (7, 6, 5, 4, 3)]
 
 
-def test_a_dismissed_suggestion_is_not_made_again_but_others_for_the_memory_are(
-    user, make_memory
-):
+def test_a_dismissed_suggestion_is_not_made_again_but_others_for_the_memory_are(user, make_memory):
     memory = make_memory(
         gist="both",
         core=True,
