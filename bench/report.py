@@ -88,8 +88,8 @@ def service_section(results: dict[str, Any]) -> str:
             (
                 size_label(r["size"]),
                 f"{r['reflect_payload']['kb']} KB",
-                f"{r['reflect_payload']['tokens']:,}",
-                r["reflect_payload"]["core_count"],
+                _tokens_of_budget(r["reflect_payload"]),
+                _core_sent(r["reflect_payload"]),
                 r["reflect_payload"]["catalog_lines"],
                 r["reflect_payload"]["catalog_cut_by_budget"],
                 f"{r['store']['token_rows']:,}",
@@ -114,8 +114,8 @@ def service_section(results: dict[str, Any]) -> str:
                 (
                     "memories",
                     "reflect payload",
-                    "tokens",
-                    "core",
+                    "tokens / budget",
+                    "core: in full / as lines / left out",
                     "catalog lines",
                     "lines cut by budget",
                     "index rows",
@@ -126,6 +126,18 @@ def service_section(results: dict[str, Any]) -> str:
             )
         )
     return "\n\n".join(parts)
+
+
+def _tokens_of_budget(payload: dict[str, Any]) -> str:
+    if "max_tokens" not in payload:  # results written before the budget was reported
+        return f"{payload['tokens']:,}"
+    return f"{payload['tokens']:,} / {payload['max_tokens']:,}"
+
+
+def _core_sent(payload: dict[str, Any]) -> str:
+    if "core_in_full" not in payload:
+        return str(payload["core_count"])
+    return f"{payload['core_in_full']} / {payload['core_as_lines']} / {payload['core_omitted']}"
 
 
 def _median(run: dict[str, Any], name: str) -> float | None:
@@ -302,6 +314,76 @@ def growth_section(results: dict[str, Any]) -> str:
     return table(("database", "operation", "10,000", "100,000", "growth", "candidates", ""), rows)
 
 
+# The context-economy issue (15): in-process medians at 10,000 memories, in ms.
+ECONOMY_TARGETS: dict[str, float] = {"reflect": 15.0, "status": 25.0}
+# Catalog lines per 1,000 payload tokens on the 1,000-memory store must reach this many
+# times the figure before the issue, which was measured (not computed here) at commit
+# f83a154 with `bench/run --sizes 1000 --parts service --backends sqlite --only
+# reflect,status`: 107 catalog lines in a payload of 7,979 tokens, on the store as
+# prepared (seed 7; the payload is the same on PostgreSQL).
+LINES_PER_TOKEN_GAIN = 1.25
+BEFORE_CATALOG_LINES = 107
+BEFORE_PAYLOAD_TOKENS = 7_979
+LINES_SIZE = 1_000
+
+
+def lines_per_1000_tokens(lines: int, tokens: int) -> float:
+    return 1000 * lines / tokens
+
+
+def economy_section(results: dict[str, Any]) -> str:
+    """Issue 15's targets: the payload within its budget at every store size, more catalog
+    lines per token than before, and reflect and status medians at 10,000."""
+    rows = []
+    before = lines_per_1000_tokens(BEFORE_CATALOG_LINES, BEFORE_PAYLOAD_TOKENS)
+    for backend, runs in _runs_by_backend(results).items():
+        label = BACKEND_LABELS.get(backend, backend)
+        for run in runs:
+            payload = run["reflect_payload"]
+            budget = payload.get("max_tokens")
+            within = budget is not None and payload["tokens"] <= budget
+            rows.append(
+                (
+                    label,
+                    size_label(run["size"]),
+                    "payload tokens",
+                    f"≤ {budget:,}" if budget else "≤ the budget",
+                    f"{payload['tokens']:,}",
+                    "met" if within else "**missed**",
+                )
+            )
+            if run["size"] == LINES_SIZE:
+                now = lines_per_1000_tokens(payload["catalog_lines"], payload["tokens"])
+                rows.append(
+                    (
+                        label,
+                        size_label(run["size"]),
+                        "catalog lines per 1,000 payload tokens (before: "
+                        f"{before:.2f}, {BEFORE_CATALOG_LINES} lines in "
+                        f"{BEFORE_PAYLOAD_TOKENS:,} tokens)",
+                        f"≥ {LINES_PER_TOKEN_GAIN * before:.2f}",
+                        f"{now:.2f} ({now / before:.2f}× before)",
+                        "met" if now >= LINES_PER_TOKEN_GAIN * before else "**missed**",
+                    )
+                )
+            if run["size"] == TARGET_SIZE:
+                for name, limit in ECONOMY_TARGETS.items():
+                    value = _median(run, name)
+                    rows.append(
+                        (
+                            label,
+                            size_label(run["size"]),
+                            f"{name} median, in process (ms)",
+                            f"≤ {limit:g}",
+                            ms(value),
+                            _verdict(value, limit),
+                        )
+                    )
+    if not rows:
+        return "Not measured."
+    return table(("database", "memories", "measure", "target", "measured", ""), rows)
+
+
 def retrieval_section(results: dict[str, Any]) -> str:
     retrieval = results.get("retrieval")
     if not retrieval:
@@ -397,6 +479,8 @@ def render(results: dict[str, Any]) -> str:
         targets_section(results),
         "## Targets of the recall work (issues 12 and 14)",
         recall_targets_section(results),
+        "## Targets of the context economy (issue 15)",
+        economy_section(results),
         "## Service-level latency (in process)",
         service_section(results),
         "## Growth from 10,000 to 100,000 memories",

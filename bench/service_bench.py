@@ -239,14 +239,21 @@ def count_queries(operation: Operation, run: int) -> int:
 
 
 def reflect_payload_size(owner: Any) -> dict[str, Any]:
+    """The payload reflect sends now: its size against the budget, and what it carries."""
     payload = services.reflect(owner=owner)
+    lines = payload.payload["catalog_count"]
     return {
         "bytes": payload.bytes,
         "kb": payload.kilobytes,
         "tokens": payload.tokens,
+        "max_tokens": payload.max_tokens,
         "core_count": payload.payload["core_count"],
-        "catalog_lines": payload.payload["catalog_count"],
-        "catalog_cut_by_budget": len(payload.cut),
+        "core_in_full": len(payload.core_full),
+        "core_as_lines": len(payload.core_lines),
+        "core_omitted": payload.core_omitted,
+        "catalog_lines": lines,
+        "catalog_lines_per_1000_tokens": round(1000 * lines / payload.tokens, 2),
+        "catalog_cut_by_budget": payload.cut_count,
         "over_budget": payload.tokens > payload.max_tokens,
     }
 
@@ -285,6 +292,9 @@ def run(
     facts: dict[str, Any] = {"fingerprint": store.fingerprint()}
     pools = query_pools(store.of(store.owner), seed=seed)
     facts["band_words"] = {band: len(words) for band, words in pools.band_words.items()}
+    # Measured on the store as prepared, before the writes below add to it, so the figure
+    # does not depend on which operations ran (or for how long).
+    payload = reflect_payload_size(owner)
     results = []
     profiles: dict[str, str] = {}
     for operation in operations(store, owner, pools, seed=seed):
@@ -316,7 +326,7 @@ def run(
         "size": size,
         "seed": seed,
         "store": facts,
-        "reflect_payload": reflect_payload_size(owner),
+        "reflect_payload": payload,
         "migrate_available": migrate_available,
         "operations": results,
         "profiles": profiles,

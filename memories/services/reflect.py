@@ -103,19 +103,20 @@ def _gather(owner: User, now: datetime) -> _Gathered:
     taken += sum(len(" ".join(row[3].split())) for row in core_rows[n_full:])
     inside = sum(i for _, i, _ in tier_counts.values())
     bound = max_lines(room - taken) if inside else 0
+    catalog_rows = list(
+        Memory.objects.filter(
+            # Choose the lines in the index alone, then read the chosen ones.
+            pk__in=live.non_core()
+            .in_catalog_window(now, window_days)
+            .in_catalog_order()
+            .values("id")[:bound]
+        ).values_list("id", "category", "salience", "gist", "last_touched_at")
+        if bound
+        else []
+    )
     catalog = [
         CatalogEntry(id=str(pk), category=category, salience=salience, gist=gist, last_touch=touch)
-        for pk, category, salience, gist, touch in (
-            Memory.objects.filter(
-                # Choose the lines in the index alone, then read the chosen ones.
-                pk__in=live.non_core()
-                .in_catalog_window(now, window_days)
-                .in_catalog_order()
-                .values("id")[:bound]
-            ).values_list("id", "category", "salience", "gist", "last_touched_at")
-            if bound
-            else []
-        )
+        for pk, category, salience, gist, touch in catalog_rows
     ]
     omitted: dict[str, int] = {}
     unlisted: dict[str, int] = {}
@@ -142,21 +143,16 @@ def _gather(owner: User, now: datetime) -> _Gathered:
     # Built first with every id at its shortest; only ids that turn out to need more
     # characters build it again. Longer ids take more room, so the second build shows
     # none that the first did not.
-    shortest: dict[str, str] = {}
-    for memory_id in [e.id for e in core] + [e.id for e in catalog]:
-        shortest[memory_id] = memory_id[:SHORT_ID_MIN]
+    as_uuid = {str(row[0]): row[0] for row in [*core_rows, *catalog_rows]}
     for core_entry in core:
         for link in core_entry.linked_memories:
-            if (parsed := _as_uuid(link)) is not None:
-                shortest[link] = str(parsed)[:SHORT_ID_MIN]
+            if link not in as_uuid and (parsed := _as_uuid(link)) is not None:
+                as_uuid[link] = parsed
+    shortest = {shown_id: str(pk)[:SHORT_ID_MIN] for shown_id, pk in as_uuid.items()}
     payload = build(shortest)
-    shown = {i for i in payload.shown_ids_of() if i in shortest}
-    found = short_ids(owner, {parsed for i in shown if (parsed := _as_uuid(i)) is not None})
-    longer = {
-        i: found[parsed]
-        for i in shown
-        if (parsed := _as_uuid(i)) is not None and found[parsed] != shortest[i]
-    }
+    shown = {as_uuid[i] for i in payload.shown_ids_of() if i in as_uuid}
+    found = short_ids(owner, shown)
+    longer = {i: found[pk] for i, pk in as_uuid.items() if pk in found and found[pk] != shortest[i]}
     if longer:
         payload = build({**shortest, **longer})
     return _Gathered(payload=payload, tier_counts=tier_counts)

@@ -22,21 +22,28 @@ def _op(name: str, median: float, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _run(size: int, reflect_ms: float, common_ms: float) -> dict[str, Any]:
+def _run(
+    size: int, reflect_ms: float, common_ms: float, *, tokens: int = 7990, lines: int = 90
+) -> dict[str, Any]:
     return {
         "backend": "sqlite",
         "size": size,
         "store": {"token_rows": 10 * size, "load_seconds": 1.0},
         "reflect_payload": {
             "kb": 31.2,
-            "tokens": 7990,
+            "tokens": tokens,
+            "max_tokens": 8000,
             "core_count": 2,
-            "catalog_lines": 90,
+            "core_in_full": 1,
+            "core_as_lines": 1,
+            "core_omitted": 0,
+            "catalog_lines": lines,
             "catalog_cut_by_budget": 10,
         },
         "migrate_available": True,
         "operations": [
             _op("reflect", reflect_ms),
+            _op("status", reflect_ms + 10),
             _op("recall, 3-word query, common words", common_ms, band="common", candidates=400.0),
         ],
     }
@@ -92,3 +99,42 @@ def test_the_whole_report_renders() -> None:
     text = report.render(_results())
     assert text.startswith("# Taproot benchmark results")
     assert "## Retrieval quality (LoCoMo)" in text
+
+
+def _rows(section: str, measure: str) -> list[str]:
+    return [line for line in section.splitlines() if measure in line]
+
+
+def test_the_economy_targets_judge_the_budget_at_every_size_and_the_lines_per_token() -> None:
+    results = _results()
+    results["service"] = [
+        _run(1_000, 5.0, 5.0, tokens=7_998, lines=140),  # 17.50 per 1,000: 1.31× before
+        _run(10_000, 12.0, 10.0),
+        _run(100_000, 14.0, 30.0, tokens=8_001),
+    ]
+
+    section = report.economy_section(results)
+
+    budget = _rows(section, "| payload tokens |")
+    assert [row.split(" | ")[1] for row in budget] == ["1,000", "10,000", "100,000"]
+    assert budget[0].endswith("| ≤ 8,000 | 7,998 | met |")
+    assert budget[2].endswith("| ≤ 8,000 | 8,001 | **missed** |")
+    (lines,) = _rows(section, "catalog lines per 1,000 payload tokens")
+    assert "before: 13.41, 107 lines in 7,979 tokens" in lines  # measured at f83a154
+    assert lines.endswith("| ≥ 16.76 | 17.50 (1.31× before) | met |")
+    (reflect,) = _rows(section, "reflect median")
+    assert reflect.endswith("| ≤ 15 | 12.0 | met (1.2× headroom) |")
+    (status,) = _rows(section, "status median")
+    assert status.endswith("| ≤ 25 | 22.0 | met (1.1× headroom) |")
+
+
+def test_fewer_lines_per_token_than_the_gain_asks_is_missed() -> None:
+    results = _results()
+    results["service"] = [_run(1_000, 5.0, 5.0, tokens=8_000, lines=110)]
+    (lines,) = _rows(report.economy_section(results), "catalog lines per 1,000")
+    assert lines.endswith("| 13.75 (1.03× before) | **missed** |")
+
+
+def test_the_payload_table_shows_tokens_against_the_budget_and_how_core_was_sent() -> None:
+    section = report.service_section(_results())
+    assert "| 10,000 | 31.2 KB | 7,990 / 8,000 | 1 / 1 / 0 | 90 | 10 |" in section
