@@ -1,5 +1,6 @@
 """What every dashboard page header and sidebar shows: store counts and the preview."""
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -7,6 +8,7 @@ from typing import Any
 from dashboard.preview import Preview, build_preview
 from memories.models import Memory
 from memories.services import reflect, reflect_history
+from memories.shortids import short_ids
 
 
 @dataclass(frozen=True)
@@ -16,11 +18,17 @@ class Overview:
 
 
 def store_overview(owner: Any, *, now: datetime) -> Overview:
-    """A handful of queries whatever the store holds: the counts, the payload's reads, and
-    when Claude last loaded it. Building the preview records no reflect."""
+    """A handful of queries whatever the store holds: the counts, the payload's reads, when
+    Claude last loaded it, and the short ids of the lines the budget cut (the payload
+    finds only those of what it sends). Building the preview records no reflect."""
+    payload = reflect(owner=owner, now=now)
+    cut_ids = short_ids(owner, (uuid.UUID(entry.id) for entry in payload.cut))
     return Overview(
         counts=Memory.objects.for_owner(owner).state_counts(),
         preview=build_preview(
-            reflect(owner=owner, now=now), reflect_history(owner=owner, now=now), now
+            payload,
+            reflect_history(owner=owner, now=now),
+            now,
+            cut_ids={str(pk): shown for pk, shown in cut_ids.items()},
         ),
     )

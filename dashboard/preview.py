@@ -138,8 +138,14 @@ class Preview:
 
 
 def build_preview(
-    reflect: ReflectPayload, loaded: ReflectHistory | None = None, now: datetime | None = None
+    reflect: ReflectPayload,
+    loaded: ReflectHistory | None = None,
+    now: datetime | None = None,
+    *,
+    cut_ids: dict[str, str] | None = None,
 ) -> Preview:
+    """The preview of this payload; `cut_ids` gives the short ids of the lines the budget
+    cut (shown, though not sent)."""
     payload = reflect.payload
     core: dict[str, list[CoreBlock]] = {c: [] for c in CATEGORY_ORDER}
     # Full entries in the order the payload lists them: match each sent item to its entry.
@@ -171,7 +177,10 @@ def build_preview(
             for entry in reflect.core_lines
         ],
         cut_lines=[
-            PreviewLine(entry, entry.line(reflect.shown_id(entry.id))) for entry in reflect.cut
+            PreviewLine(
+                entry, entry.line((cut_ids or {}).get(entry.id, reflect.shown_id(entry.id)))
+            )
+            for entry in reflect.cut
         ],
         loaded=loaded,
         now=now,

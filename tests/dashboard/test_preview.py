@@ -262,3 +262,22 @@ def test_core_memories_that_do_not_fit_in_full_are_shown_as_the_lines_sent(
         assert f"<code>{escape(line)}</code>" in html
     assert f"and {payload['core_omitted']} more left out" in html
     assert "core memories do not fit in full" in html  # the warning
+
+
+def test_lines_the_budget_cut_show_their_shortest_unique_ids_too(logged_in, make_memory, settings):
+    import uuid
+
+    settings.REFLECT_MAX_TOKENS = 500
+    for i in range(40):
+        make_memory(gist=f"Kept line {i} " + "k" * 40, salience="high")
+    cut = make_memory(id=uuid.UUID("a002ab76-58b6-4e9c-ba6d-7ec35cb2e2be"), salience="low")
+    make_memory(
+        id=uuid.UUID("a002ab76-58c0-4e9c-ba6d-7ec35cb2e2be"),
+        salience="low",
+        updated_at=timezone.now() - timedelta(days=300),  # outside the window
+    )
+
+    response = logged_in.get(URL)
+
+    assert cut.pk in {uuid.UUID(entry.id) for entry in response.context["preview"].cut}
+    assert "<code>[a002ab76-58b] [low]" in response.text
