@@ -139,7 +139,7 @@ class ReflectPayload:
         """A memory id as the payload shows it."""
         return self.shown_ids.get(memory_id, memory_id)
 
-    def shown_ids_of(self) -> list[str]:
+    def ids_shown(self) -> list[str]:
         """Every memory id the payload shows (whole ids)."""
         ids = [e.id for e in (*self.core_full, *self.core_lines)]
         ids += [link for e in self.core_full for link in e.linked_memories]

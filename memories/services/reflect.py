@@ -150,7 +150,7 @@ def _gather(owner: User, now: datetime) -> _Gathered:
                 as_uuid[link] = parsed
     shortest = {shown_id: str(pk)[:SHORT_ID_MIN] for shown_id, pk in as_uuid.items()}
     payload = build(shortest)
-    shown = {as_uuid[i] for i in payload.shown_ids_of() if i in as_uuid}
+    shown = {as_uuid[i] for i in payload.ids_shown() if i in as_uuid}
     found = short_ids(owner, shown)
     longer = {i: found[pk] for i, pk in as_uuid.items() if pk in found and found[pk] != shortest[i]}
     if longer:
