@@ -6,6 +6,7 @@ import pytest
 from django.test import override_settings
 
 from taproot_site.oauth import checks
+from tests import live_server
 from tests.live_server import ROOT
 
 PRODUCTION = {
@@ -18,18 +19,21 @@ PRODUCTION = {
 
 
 def run_manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """manage.py in a process of its own, on the test database: Django's checks of generated
+    columns (memories.Memory.id_prefix) ask the database what it supports."""
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("TAPROOT_")}
     child_env.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env={**child_env, **env},
+        env={**child_env, "DATABASE_URL": live_server.test_database_url(), **env},
         capture_output=True,
         text=True,
         timeout=120,
     )
 
 
+@pytest.mark.django_db(transaction=True)
 def test_deploy_check_with_production_settings_has_nothing_from_the_oauth_server():
     result = run_manage("check", "--deploy", "--fail-level", "ERROR", env=PRODUCTION)
     output = result.stdout + result.stderr
@@ -38,6 +42,7 @@ def test_deploy_check_with_production_settings_has_nothing_from_the_oauth_server
     assert "taproot_oauth." not in output
 
 
+@pytest.mark.django_db(transaction=True)
 def test_deploy_check_warns_when_loopback_clients_are_turned_on_in_production():
     result = run_manage(
         "check", "--deploy", env={**PRODUCTION, "TAPROOT_ALLOW_LOOPBACK_CLIENTS": "1"}
@@ -45,6 +50,7 @@ def test_deploy_check_warns_when_loopback_clients_are_turned_on_in_production():
     assert "oauth2_provider.W008" in result.stdout + result.stderr
 
 
+@pytest.mark.django_db(transaction=True)
 def test_production_settings_drop_http_redirects():
     script = (
         "import django; django.setup();"
