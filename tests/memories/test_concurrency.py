@@ -49,6 +49,28 @@ def test_concurrent_recalls_lose_no_increment(user, make_memory):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_recalls_of_overlapping_ids_in_either_order_neither_deadlock_nor_lose_a_count(
+    user, make_memory
+):
+    """Strengthening takes the memories in id order, whatever order the ids were asked in
+    (on PostgreSQL, one statement locks them: two recalls never wait on each other
+    crosswise)."""
+    memories = [make_memory(gist=f"Shared memory {n}") for n in range(4)]
+    ids = [str(m.pk) for m in memories]
+
+    def work(n: int) -> None:
+        wanted = ids if n % 2 else list(reversed(ids))
+        for _ in range(3):
+            assert recall(owner=user, ids=wanted)["count"] == 4
+
+    assert run_together(work, workers=12) == []
+    for memory in memories:
+        memory.refresh_from_db()
+        assert memory.retrieval_count == 12 * 3
+        assert memory.recall_entry.retrieval_count == 12 * 3
+
+
+@pytest.mark.django_db(transaction=True)
 def test_simultaneous_writes_and_recalls_all_succeed(user, make_memory):
     shared = make_memory(gist="Shared garden memory")
 
