@@ -24,14 +24,20 @@ def insert_rows(
     quote = connection.ops.quote_name
     names = ", ".join(quote(column) for column, _ in columns)
     row_marks = "(" + ", ".join("%s" for _ in columns) + ")"
+    # A column often repeats one value (the owner, the entry a memory's tokens belong
+    # to): each distinct value is prepared for the database once.
+    prepared: list[dict[Any, Any]] = [{} for _ in columns]
     for start in range(0, len(rows), INSERT_BATCH):
         chunk = rows[start : start + INSERT_BATCH]
         params: list[Any] = []
         for row in chunk:
-            params += [
-                field.get_db_prep_save(value, connection)
-                for (_, field), value in zip(columns, row, strict=True)
-            ]
+            for (_, field), seen, value in zip(columns, prepared, row, strict=True):
+                try:
+                    params.append(seen[value])
+                except KeyError:
+                    params.append(seen.setdefault(value, field.get_db_prep_save(value, connection)))
+                except TypeError:  # unhashable (a list for a JSON column)
+                    params.append(field.get_db_prep_save(value, connection))
         with connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {quote(meta.db_table)} ({names}) VALUES "

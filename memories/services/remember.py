@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from memories.errors import InvalidInput
 from memories.indexing import INDEXED_TEXT, Vectors, refresh_hashes, reindex, vectors_for
@@ -230,15 +230,37 @@ def _create(
 
 
 def _find_duplicate(memory: Memory) -> tuple[str, str] | None:
-    live = Memory.objects.for_owner(memory.owner_id).live()
-    for field, digest in (("content", memory.content_hash), ("gist", memory.gist_hash)):
-        if not digest:
-            continue
-        # Unordered, so the partial hash index answers it (ordering would pick another).
-        match = live.filter(**{f"{field}_hash": digest}).order_by().values_list("pk", flat=True)
-        if found := match[:1]:
-            return str(found[0]), field
-    return None
+    """A live memory of the owner's with the same normalised content, else the same gist,
+    and which of the two it shares.
+
+    One statement, each half answered by its partial hash index; written out, because the
+    ORM takes longer to compose a union than the database takes to answer it. An empty
+    digest (text of punctuation alone) matches nothing.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _DUPLICATE,
+            [
+                memory.owner_id,
+                memory.content_hash or None,
+                memory.owner_id,
+                memory.gist_hash or None,
+            ],
+        )
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    return str(Memory._meta.pk.to_python(found[0])), ("content", "gist")[found[1]]
+
+
+_DUPLICATE = f"""
+SELECT id, 0 FROM {Memory._meta.db_table}
+WHERE owner_id = %s AND archived_at IS NULL AND content_hash = %s
+UNION ALL
+SELECT id, 1 FROM {Memory._meta.db_table}
+WHERE owner_id = %s AND archived_at IS NULL AND gist_hash = %s
+ORDER BY 2 LIMIT 1
+"""
 
 
 def _update(
