@@ -6,17 +6,29 @@ registration tokens in the same table. /mcp accepts none of that: only a live to
 an active user whose `resource` names this server's /mcp URL exactly.
 """
 
+import contextvars
+import functools
 import hashlib
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import Field, Model
+from django.db.models.expressions import Col
+from django.utils import timezone
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
-from oauth2_provider.models import get_access_token_model
-from pydantic import AnyHttpUrl
+from oauth2_provider.models import get_access_token_model, get_application_model
+from pydantic import AnyHttpUrl, PrivateAttr
+
+from mcp_bridge.database import run_sync
 
 MCP_SCOPE = "mcp"
 CLIENT_NAME_CLAIM = "taproot_client_name"
@@ -45,41 +57,185 @@ def is_for_this_server(resources: Any) -> bool:
     return any(isinstance(r, str) and normalised_resource(r) == wanted for r in resources)
 
 
-def find_access_token(raw_token: str) -> AccessToken | None:
-    """The SDK's view of a raw bearer token, or None when /mcp must refuse it."""
+class UserAccessToken(AccessToken):
+    """The SDK's access token, carrying the user it was checked for, so that a tool call
+    acts for that user without looking them up again."""
+
+    _user: Any = PrivateAttr(default=None)
+
+    @property
+    def user(self) -> Any:
+        return self._user
+
+
+# The token's fields read for the check, then every column of its user.
+TOKEN_FIELDS = ("expires", "scope", "resource")
+
+
+@functools.cache
+def _lookup_sql(vendor: str) -> str:
+    """One statement: the token by its indexed checksum, its client's id and name, and its
+    user.
+
+    Written out rather than built by the ORM on every request, where building and
+    instantiating three models cost more than the query itself; the values pass through
+    each field's own converters, as the ORM would pass them.
+    """
+    quote = connection.ops.quote_name
+    token_model, user_model = get_access_token_model(), get_user_model()
+    client_model = get_application_model()
+
+    def column(model: type[Model], name: str) -> str:
+        field = model._meta.get_field(name)
+        if not isinstance(field, Field) or not field.column:
+            raise TypeError(f"{model.__name__}.{name} is not a column")
+        return quote(field.column)
+
+    columns = [f"t.{column(token_model, name)}" for name in TOKEN_FIELDS]
+    columns.append(f"a.{column(client_model, 'client_id')}")
+    columns.append(f"a.{column(client_model, 'name')}")
+    columns += [f"u.{column(user_model, field.name)}" for field in user_model._meta.concrete_fields]
+    return (
+        f"SELECT {', '.join(columns)} FROM {quote(token_model._meta.db_table)} t"
+        f" INNER JOIN {quote(user_model._meta.db_table)} u"
+        f" ON u.{column(user_model, user_model._meta.pk.name)} = t.{column(token_model, 'user')}"
+        f" LEFT OUTER JOIN {quote(client_model._meta.db_table)} a"
+        f" ON a.{column(client_model, client_model._meta.pk.name)}"
+        f" = t.{column(token_model, 'application')}"
+        f" WHERE t.{column(token_model, 'token_checksum')} = %s"
+    )
+
+
+Converter = Callable[[Any, Any, Any], Any]
+# Per thread: (its database connection, the converters of each column of the lookup).
+_converters = threading.local()
+
+
+def _column_converters() -> list[tuple[Col, list[Converter]]]:
+    """What the ORM would pass each column's value through, for this thread's
+    connection (the backend's converters are bound to it)."""
+    database = connections[DEFAULT_DB_ALIAS]
+    cached: tuple[object, list[tuple[Col, list[Converter]]]] | None = getattr(
+        _converters, "value", None
+    )
+    if cached is not None and cached[0] is database:
+        return cached[1]
+    token_meta = get_access_token_model()._meta
+    fields = [token_meta.get_field(name) for name in TOKEN_FIELDS]
+    fields.append(get_application_model()._meta.get_field("client_id"))
+    fields.append(get_application_model()._meta.get_field("name"))
+    fields += get_user_model()._meta.concrete_fields
+    columns = [field.get_col("t") for field in fields if isinstance(field, Field)]
+    found = [
+        (column, [*database.ops.get_db_converters(column), *column.get_db_converters(database)])
+        for column in columns
+    ]
+    _converters.value = (database, found)
+    return found
+
+
+@dataclass(frozen=True)
+class StoredToken:
+    expires: datetime | None
+    scope: str
+    resource: Any
+    client_id: str
+    client_name: str
+    user: Any
+
+
+def stored_token(checksum: str) -> StoredToken | None:
+    """The stored access token with this checksum and its user (None for a token that
+    has no user, such as a registration token)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_lookup_sql(connection.vendor), [checksum])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = []
+    for value, (column, converters) in zip(row, _column_converters(), strict=True):
+        for convert in converters:
+            value = convert(value, column, connection)
+        values.append(value)
+    expires, scope, resource, client_id, client_name = values[: len(TOKEN_FIELDS) + 2]
+    user_model = get_user_model()
+    names = [field.attname for field in user_model._meta.concrete_fields]
+    user = user_model.from_db(connection.alias, names, values[len(TOKEN_FIELDS) + 2 :])
+    return StoredToken(expires, scope, resource, client_id or "", client_name or "", user)
+
+
+def find_access_token(raw_token: str) -> UserAccessToken | None:
+    """The SDK's view of a raw bearer token, or None when /mcp must refuse it.
+
+    One query, by the token's indexed checksum, with its user and client joined in.
+    """
     if not raw_token or len(raw_token) > MAX_TOKEN_LENGTH or not raw_token.isprintable():
         return None
-    token = (
-        get_access_token_model()
-        .objects.select_related("user", "application")
-        .filter(token_checksum=token_checksum(raw_token))
-        .first()
-    )
+    token = stored_token(token_checksum(raw_token))
     # Registration tokens have no user and no resource, so both checks refuse them.
-    if token is None or token.is_expired() or token.user is None or not token.user.is_active:
+    if token is None or token.expires is None or timezone.now() >= token.expires:
         return None
-    if not is_for_this_server(token.resource):
+    if not token.user.is_active or not is_for_this_server(token.resource):
         return None
-    return AccessToken(
+    access = UserAccessToken(
         token=raw_token,
-        client_id=token.application.client_id if token.application else "",
+        client_id=token.client_id,
         scopes=token.scope.split(),
         expires_at=int(token.expires.timestamp()),
         resource=mcp_resource_url(),
-        subject=str(token.user_id),
+        subject=str(token.user.pk),
         # The client's name rides along for the reflect record (no second lookup).
-        claims={
-            "iss": settings.TAPROOT_PUBLIC_URL,
-            CLIENT_NAME_CLAIM: token.application.name if token.application else "",
-        },
+        claims={"iss": settings.TAPROOT_PUBLIC_URL, CLIENT_NAME_CLAIM: token.client_name},
     )
+    access._user = token.user
+    return access
+
+
+def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The token of a request's `Authorization: Bearer …` header, read as the SDK's
+    bearer middleware reads it; None when there is none."""
+    header = next((value for name, value in headers if name.lower() == b"authorization"), None)
+    if header is None:
+        return None
+    text = header.decode("latin-1")
+    if not text.lower().startswith("bearer "):
+        return None
+    return text[7:]
+
+
+# The outcome of the current request's token lookup: (raw token, what it verified to).
+_checked: contextvars.ContextVar[tuple[str, UserAccessToken | None] | None] = (
+    contextvars.ContextVar("taproot_checked_token", default=None)
+)
+
+
+async def check_token(raw_token: str) -> UserAccessToken | None:
+    """Look the token up (one query on a database thread) for the rest of this request:
+    the SDK's bearer middleware is then told the outcome instead of asking again."""
+    return await run_sync(find_access_token, raw_token)
+
+
+@contextmanager
+def checked_token(raw_token: str, access: UserAccessToken | None) -> Iterator[None]:
+    """Within the block, the SDK's verifier answers for `raw_token` with `access`.
+
+    Only for the one request: every request looks its token up afresh, so a token revoked
+    a moment ago is refused on the very next request.
+    """
+    reset = _checked.set((raw_token, access))
+    try:
+        yield
+    finally:
+        _checked.reset(reset)
 
 
 class DjangoTokenVerifier(TokenVerifier):
     async def verify_token(self, token: str) -> AccessToken | None:
-        # Thread-sensitive: inside the /mcp request wrapper this is the request's own
-        # thread and database connection, closed when the request finishes.
-        return await sync_to_async(find_access_token, thread_sensitive=True)(token)
+        checked = _checked.get()
+        if checked is not None and checked[0] == token:
+            return checked[1]
+        # Outside Taproot's ASGI wrapper (which checks the token first): look it up here.
+        return await check_token(token)
 
 
 def auth_settings() -> AuthSettings:
@@ -97,14 +253,12 @@ class NotAuthenticated(Exception):
 
 
 def token_user() -> Any:
-    """The active user the current request's token acts for. Call from a sync thread."""
+    """The active user the current request's token acts for, as read with the token at
+    the start of this request."""
     token = get_access_token()
-    if token is None or token.subject is None:
+    if not isinstance(token, UserAccessToken) or token.user is None:
         raise NotAuthenticated("no verified access token in this request")
-    user = get_user_model().objects.filter(pk=token.subject, is_active=True).first()
-    if user is None:
-        raise NotAuthenticated("the token's user no longer exists or is inactive")
-    return user
+    return token.user
 
 
 def token_client() -> tuple[str, str]:

@@ -9,14 +9,16 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from django.db import DatabaseError
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 
 from mcp_bridge.auth import NotAuthenticated, token_user
+from mcp_bridge.database import run_sync
 from memories.errors import InvalidInput
 from memories.jsonutil import dumps
 from memories.validation import shown
+from taproot_site.busy import BUSY_MESSAGE, is_pool_timeout
 
 logger = logging.getLogger("taproot.mcp")
 
@@ -74,13 +76,17 @@ async def run_tool(
         return service(owner=token_user(), **arguments)
 
     try:
-        # Thread-sensitive: the request's own thread and database connection, which the
-        # /mcp request wrapper closes when the request finishes.
-        reply = await sync_to_async(call, thread_sensitive=True)()
+        # The request's one hop to a database thread after the token check.
+        reply = await run_sync(call)
     except InvalidInput as refusal:
         return error_result(refusal.message)
     except NotAuthenticated:
         return error_result(NOT_SIGNED_IN)
+    except DatabaseError as error:
+        if is_pool_timeout(error):
+            return error_result(BUSY_MESSAGE)
+        logger.exception("tool %s failed unexpectedly", tool)
+        return error_result(UNEXPECTED.format(tool=tool))
     except Exception:
         logger.exception("tool %s failed unexpectedly", tool)
         return error_result(UNEXPECTED.format(tool=tool))

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from urllib.parse import urlsplit
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -17,6 +16,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from mcp_bridge.auth import DjangoTokenVerifier, auth_settings, token_user
+from mcp_bridge.database import run_sync
 from mcp_bridge.replies import UNEXPECTED, logger
 from mcp_bridge.request_log import RequestLogMiddleware
 from mcp_bridge.tools import DEFINITIONS, reflect_text
@@ -64,7 +64,7 @@ async def reflect_prompt(ctx: Context) -> str:
         return reflect_text(owner=token_user())
 
     try:
-        return await sync_to_async(payload, thread_sensitive=True)()
+        return await run_sync(payload)
     except InvalidInput as refusal:
         return dumps({"status": "error", "message": refusal.message})
     except Exception:

@@ -11,11 +11,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMappi
 from contextlib import AsyncExitStack
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core import signals
 from django.core.asgi import get_asgi_application
-from django.db import DatabaseError, connection, connections
+from django.db import DatabaseError, connections
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from mcp_bridge.request_log import RequestRecord, current_record, logger
@@ -85,7 +84,11 @@ class TaprootASGI:
     def __init__(self) -> None:
         self.django_app = get_asgi_application()
         # Imported after Django is set up: the MCP bridge uses models and settings.
+        from mcp_bridge import auth, database
         from mcp_bridge.server import MCP_PATH, build_endpoint
+
+        self.auth = auth
+        self.database = database
 
         self.mcp_path = MCP_PATH
         self.mcp = build_endpoint()
@@ -133,6 +136,7 @@ class TaprootASGI:
     async def stop(self) -> None:
         self.running = False
         await self._lifespan_stack.aclose()
+        self.database.shutdown()
 
     async def serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one /mcp request without letting a slow or greedy client hold the database.
@@ -211,37 +215,29 @@ class TaprootASGI:
     async def serve_with_database(
         self, scope: Scope, receive: Receive, send: Send, record: RequestRecord
     ) -> None:
-        """The part of a request that may use the database, once its body is in: its
-        connection first, so a pool with none free is answered 503 here, then the SDK's
-        app (which checks the token and runs the call).
+        """The part of a request that may use the database, once its body is in.
 
-        Run like Django's ASGIHandler runs a request: in a thread-sensitive context, so
-        the request's sync database work runs on one thread of its own, between the
-        request_started and request_finished signals, so that thread's connection goes
-        back at the end.
+        The bearer token is looked up first: one query, on a database thread (see
+        mcp_bridge.database), and a pool with no free connection is answered 503 here.
+        The SDK's app then runs knowing the outcome: its bearer middleware asks our
+        verifier, which answers from that lookup, and a request without a valid token
+        gets the SDK's own 401 challenge (SPEC §9). A tool call makes the request's
+        second and last trip to a database thread; nothing else in the request does.
         """
-        async with ThreadSensitiveContext():
-            await signals.request_started.asend(sender=self.__class__, scope=scope)
-            try:
-                if _header(scope, b"authorization") is not None:
-                    try:
-                        await sync_to_async(_borrow_connection, thread_sensitive=True)()
-                    except DatabaseError as error:
-                        if not is_pool_timeout(error):
-                            raise
-                        record.outcome = "database_busy"
-                        await _send_json(send, 503, DATABASE_BUSY, [RETRY_AFTER])
-                        return
-                await self.mcp.app(scope, receive, send)
-            finally:
-                await signals.request_finished.asend(sender=self.__class__)
-
-
-def _borrow_connection() -> None:
-    """Take the request's database connection now, before anything else needs it, so
-    that waiting for a free one in the pool ends in an answer of our own (503) instead
-    of a failure inside the SDK's authentication."""
-    connection.ensure_connection()
+        raw_token = self.auth.bearer_token(scope.get("headers", []))
+        if raw_token is None:
+            await self.mcp.app(scope, receive, send)
+            return
+        try:
+            access = await self.auth.check_token(raw_token)
+        except DatabaseError as error:
+            if not is_pool_timeout(error):
+                raise
+            record.outcome = "database_busy"
+            await _send_json(send, 503, DATABASE_BUSY, [RETRY_AFTER])
+            return
+        with self.auth.checked_token(raw_token, access):
+            await self.mcp.app(scope, receive, send)
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

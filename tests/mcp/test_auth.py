@@ -167,6 +167,24 @@ def test_a_token_stops_working_once_revoked(server, mcp_url, user, token_for):
     assert_challenged(post_initialize(mcp_url, f"Bearer {token}"), server)
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.server
+def test_a_revoked_token_is_refused_on_the_very_next_request(server, mcp_url, user, token_for):
+    """No request trusts an earlier one's token check: the connections the server keeps
+    between requests see the revocation at once."""
+    token = token_for(user)
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    status = {**call, "params": {"name": "taproot_status", "arguments": {}}}
+    for _ in range(5):  # every database thread that serves the next one has seen the token
+        response = httpx2.post(mcp_url, json=status, headers=headers, timeout=10)
+        assert response.status_code == 200
+        assert '"isError":true' not in response.text
+    revoke_access_token(token)
+    refused = httpx2.post(mcp_url, json=status, headers=headers, timeout=10)
+    assert_challenged(refused, server)
+
+
 @pytest.mark.django_db
 def test_the_verifier_names_the_user_and_this_resource(user, settings):
     token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)

@@ -11,10 +11,11 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from django.core import signals
+from asgiref.sync import SyncToAsync
 from django.db import connection
+from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabaseWrapper
 
-from mcp_bridge import auth
+from mcp_bridge import database
 from mcp_bridge.server import transport_security
 from taproot_site.asgi import TaprootASGI, build_application
 from tests.conftest import is_postgres
@@ -165,53 +166,95 @@ async def lifespan(app: TaprootASGI) -> AsyncIterator[None]:
         assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
 
 
-@pytest.mark.django_db  # start-up reads which profile built the recall index
-def test_each_request_runs_on_a_thread_of_its_own_between_the_request_signals(monkeypatch):
-    """Like Django's own requests: request_started, the request's database work and
-    request_finished on one thread that belongs to that request, so request_finished
-    closes the connections the request opened (PostgreSQL shows it, below)."""
-    events: list[tuple[str, threading.Thread]] = []
+def tool_call(name: str, arguments: dict[str, Any] | None = None, id: int = 2) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments or {}},
+    }
 
-    def note(name: str) -> Callable[..., None]:
-        def receiver(**kwargs: Any) -> None:
-            events.append((name, threading.current_thread()))
 
-        return receiver
+async def post_in_process(
+    app: TaprootASGI, bodies: list[dict[str, Any]], token: str | None
+) -> list[httpx2.Response]:
+    """POST each body to /mcp of an application running in this process."""
+    headers = {**ACCEPT, **({"Authorization": f"Bearer {token}"} if token else {})}
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        return [await client.post("/mcp", json=body, headers=headers) for body in bodies]
 
-    def token_lookup(raw_token: str) -> None:
-        events.append(("token lookup", threading.current_thread()))
-        return None
 
-    started, finished = note("started"), note("finished")
-    monkeypatch.setattr(auth, "find_access_token", token_lookup)
-    signals.request_started.connect(started)
-    signals.request_finished.connect(finished)
+@pytest.mark.django_db(transaction=True)
+def test_a_tool_call_makes_two_trips_off_the_event_loop_and_nothing_else_does(
+    monkeypatch, settings, user
+):
+    """The token check, then the tool's service call: each one trip from the event loop
+    to a database thread (mcp_bridge.database). Nothing else in a request leaves the
+    loop (no request signals, no second user lookup), and a request without a token
+    makes no trip at all."""
+    token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)
+    trips: list[str] = []
+    hop = SyncToAsync.__call__
 
-    async def two_requests() -> list[int]:
-        statuses = []
-        for _ in range(2):
-            app = build_application()  # a fresh one each time: the factory tests rely on
-            async with lifespan(app):
-                transport = httpx2.ASGITransport(app=app)
-                async with httpx2.AsyncClient(
-                    transport=transport, base_url="http://127.0.0.1"
-                ) as client:
-                    headers = {**ACCEPT, "Authorization": "Bearer not-a-live-token"}
-                    response = await client.post("/mcp", json=INITIALIZE, headers=headers)
-                    statuses.append(response.status_code)
-        return statuses
+    async def noted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
+        work = args[0] if self.func is database.in_database_thread else self.func
+        trips.append(getattr(work, "__name__", repr(work)))
+        return await hop(self, *args, **kwargs)
 
-    try:
-        assert anyio.run(two_requests) == [401, 401]
-    finally:
-        signals.request_started.disconnect(started)
-        signals.request_finished.disconnect(finished)
-    assert [name for name, _ in events] == ["started", "token lookup", "finished"] * 2
-    first, second = events[:3], events[3:]
-    for request in (first, second):
-        assert len({id(thread) for _, thread in request}) == 1
-        assert request[0][1] is not threading.main_thread()
-    assert first[0][1] is not second[0][1]
+    async def requests() -> list[tuple[int, list[str]]]:
+        app = build_application()
+        seen = []
+        async with lifespan(app):
+            monkeypatch.setattr(SyncToAsync, "__call__", noted)
+            for body, sent_token in [
+                (INITIALIZE, token),
+                (tool_call("taproot_status"), token),
+                (tool_call("taproot_recall", {"query": "anything"}), token),
+                (tool_call("taproot_status"), None),
+            ]:
+                trips.clear()
+                (response,) = await post_in_process(app, [body], sent_token)
+                seen.append((response.status_code, list(trips)))
+            monkeypatch.undo()
+        return seen
+
+    assert anyio.run(requests) == [
+        (200, ["find_access_token"]),
+        (200, ["find_access_token", "call"]),
+        (200, ["find_access_token", "call"]),
+        (401, []),
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sqlite_connections_are_kept_from_one_request_to_the_next(monkeypatch, settings, user):
+    """Each database thread opens its SQLite connection once (and runs its PRAGMAs
+    once), however many requests it serves."""
+    if is_postgres():
+        pytest.skip("PostgreSQL lends pooled connections instead (see the pool tests)")
+    token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)
+    opened: list[threading.Thread] = []
+    open_connection = SQLiteDatabaseWrapper.get_new_connection
+
+    def noted(self: SQLiteDatabaseWrapper, params: dict[str, Any]) -> Any:
+        opened.append(threading.current_thread())
+        return open_connection(self, params)
+
+    monkeypatch.setattr(SQLiteDatabaseWrapper, "get_new_connection", noted)
+
+    async def requests() -> list[int]:
+        app = build_application()
+        async with lifespan(app):
+            opened.clear()
+            responses = await post_in_process(app, [tool_call("taproot_status")] * 30, token)
+        return [response.status_code for response in responses]
+
+    assert anyio.run(requests) == [200] * 30
+    # 60 trips to the database threads (a token check and a call per request), served by
+    # a connection per thread used.
+    assert 1 <= len(opened) <= database.thread_count()
+    assert len(opened) == len(set(opened))
 
 
 def connection_states(application_name: str | None = None) -> list[str]:
