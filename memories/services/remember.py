@@ -129,6 +129,13 @@ def remember(
 
     # Embedded before the write transaction: on SQLite it holds the one write lock.
     ahead = _embed_ahead(owner, update_id, fields, now)
+    # A new memory takes seven statements in this transaction: the duplicate check (content
+    # and gist at once), the memory, its recall entry, its tag rows (none without tags),
+    # its token rows, the owner's live count and version, and its vector. Each writes
+    # another table, and the token rows need the entry's generated id, so on SQLite none
+    # can be folded into another. An update reads the memory under a lock, writes it and
+    # its revision, then replaces its index rows (entry, tokens, tags, vector) and moves
+    # the owner's version.
     with transaction.atomic():
         if update_id is not None:
             memory = get_memory(owner, update_id, for_update=True, field="update_id")
