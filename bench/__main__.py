@@ -401,6 +401,8 @@ def run_http(
         combined["client_mode"] = result["client_mode"]
         combined["latency"].extend(result["latency"])
         combined["throughput"].extend(result["throughput"])
+        if "profile" in result:
+            combined.setdefault("profiles", []).append(result["profile"])
     add_transport_overhead(combined, service_runs, args.http_size)
     return combined
 

@@ -55,6 +55,7 @@ def _http(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         plan=plan,
         seconds=args.seconds,
+        profile_dir=args.out.parent,
     )
 
 

@@ -11,6 +11,7 @@ import asyncio
 import io
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -18,12 +19,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench import profiling
 from bench.database import bench_environment
 from bench.queries import query_pools
 from bench.synthetic import fresh_memories, generate_store
@@ -67,8 +69,12 @@ def issue_token(username: str) -> str:
 
 
 @contextmanager
-def uvicorn_server(database_url: str, port: int, workers: int) -> Iterator[str]:
-    """uvicorn serving Taproot on this database, as `scripts/serve` does; yields its base URL."""
+def uvicorn_server(
+    database_url: str, port: int, workers: int, *, under: Sequence[str] = ()
+) -> Iterator[str]:
+    """uvicorn serving Taproot on this database, as `scripts/serve` does; yields its base URL.
+
+    `under`: a command that runs the server (a profiler's), which stops on SIGINT."""
     url = public_url(port)
     env = {
         **os.environ,
@@ -78,7 +84,8 @@ def uvicorn_server(database_url: str, port: int, workers: int) -> Iterator[str]:
         "PYTHONUNBUFFERED": "1",
     }
     with tempfile.NamedTemporaryFile("w+b", prefix="taproot-bench-uvicorn-", suffix=".log") as log:
-        command = [sys.executable, "-m", "taproot_site.server", "taproot_site.asgi:application"]
+        command = [*under, sys.executable, "-m", "taproot_site.server"]
+        command.append("taproot_site.asgi:application")
         command += ["--host", "127.0.0.1", "--port", str(port), "--lifespan", "on"]
         command += ["--workers", str(workers), "--log-level", "warning", "--no-access-log"]
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -86,7 +93,7 @@ def uvicorn_server(database_url: str, port: int, workers: int) -> Iterator[str]:
             _wait_until_healthy(url, process, Path(log.name))
             yield url
         finally:
-            process.terminate()
+            process.send_signal(signal.SIGINT if under else signal.SIGTERM)
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -152,6 +159,8 @@ class Workload:
                 "gist": memory.gist,
                 "salience": memory.salience,
                 "tags": list(memory.tags),
+                # As the in-process "remember, create" sends it, so the two compare.
+                "search_keywords": list(memory.search_keywords),
             },
         )
 
@@ -206,6 +215,7 @@ async def latency(url: str, token: str, workload: Workload, plan: RunPlan) -> li
             errors = 0
             spent = 0.0
             run = plan.warmup
+            client_cpu = time.process_time()
             while len(samples) < plan.max_runs:
                 call = make(run)
                 started = time.perf_counter()
@@ -217,8 +227,52 @@ async def latency(url: str, token: str, workload: Workload, plan: RunPlan) -> li
                 run += 1
                 if len(samples) >= plan.min_runs and spent >= plan.budget_s:
                     break
-            rows.append({"tool": name, "errors": errors, **summarise(samples).as_dict()})
+            # The MCP client shares this machine: what it spends per call is in the latency.
+            client_ms = (time.process_time() - client_cpu) * 1000 / len(samples)
+            rows.append(
+                {
+                    "tool": name,
+                    "errors": errors,
+                    "client_cpu_ms": round(client_ms, 3),
+                    **summarise(samples).as_dict(),
+                }
+            )
     return rows
+
+
+PROFILED = "recall by ids (5)"
+
+
+async def _call_repeatedly(
+    url: str, token: str, workload: Workload, name: str, seconds: float
+) -> int:
+    make = workload.tool_calls()[name]
+    async with AsyncExitStack() as stack:
+        client = await open_client(stack, url, token)
+        for run in range(5):  # warm-up
+            await _call(client, make(run))
+        calls = 0
+        stop_at = time.perf_counter() + seconds
+        while time.perf_counter() < stop_at:
+            await _call(client, make(calls))
+            calls += 1
+    return calls
+
+
+def profile(
+    database_url: str, port: int, token: str, workload: Workload, seconds: float, out: Path
+) -> dict[str, Any]:
+    """A sampling profile of one worker serving `PROFILED` calls back to back, summed into
+    its largest costs (bench.profiling); the raw samples are kept in `out`."""
+    if profiling.py_spy() is None:
+        return {"operation": PROFILED, "unavailable": "py-spy is not installed"}
+    with uvicorn_server(database_url, port, 1, under=profiling.record_command(out)) as url:
+        calls = asyncio.run(_call_repeatedly(url, token, workload, PROFILED, seconds))
+    if not out.exists():
+        return {"operation": PROFILED, "unavailable": "py-spy wrote no profile (ptrace refused?)"}
+    return {"operation": PROFILED, "calls": calls, "raw": str(out)} | profiling.summarise(
+        out.read_text()
+    )
 
 
 # "conversation": the mix of Workload.conversation; "recall": only 3-word recalls of
@@ -281,9 +335,16 @@ async def throughput(
 
 
 def run(
-    *, database_url: str, size: int, seed: int, plan: RunPlan, seconds: float
+    *,
+    database_url: str,
+    size: int,
+    seed: int,
+    plan: RunPlan,
+    seconds: float,
+    profile_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Latency per tool on one worker, then throughput at each worker and client count.
+    """Latency per tool on one worker, a profile of one of them (into `profile_dir`), then
+    throughput at each worker and client count.
 
     The process's TAPROOT_PUBLIC_URL must already name `port` (the token is bound to it).
     """
@@ -305,4 +366,8 @@ def run(
                 for clients in CLIENTS:
                     row = asyncio.run(throughput(url, tokens, workload, clients, seconds, mix))
                     result["throughput"].append({"backend": backend, "workers": workers, **row})
+    if profile_dir is not None:
+        out = profile_dir / f"profile-http-{backend}-recall-by-ids.txt"
+        found = profile(database_url, port, token, workload, max(plan.budget_s, 5.0), out)
+        result["profile"] = {"backend": backend, **found}
     return result

@@ -427,12 +427,22 @@ def http_section(results: dict[str, Any]) -> str:
             ms(r["p95_ms"]),
             ms(r.get("service_median_ms")),
             ms(r.get("overhead_ms")),
+            ms(r.get("client_cpu_ms")),
         )
         for r in http.get("latency", [])
     ]
     parts.append(
         table(
-            ("database", "tool call", "runs", "median ms", "p95 ms", "service median", "transport"),
+            (
+                "database",
+                "tool call",
+                "runs",
+                "median ms",
+                "p95 ms",
+                "in process",
+                "transport",
+                "client CPU",
+            ),
             rows,
         )
     )
@@ -468,6 +478,23 @@ def http_section(results: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def profile_section(results: dict[str, Any]) -> str:
+    """Where a recall by ids over HTTP spends its time, per database (bench.profiling)."""
+    parts = []
+    for found in results.get("http", {}).get("profiles", []):
+        label = BACKEND_LABELS.get(found["backend"], found["backend"])
+        if found.get("unavailable"):
+            parts.append(f"{label}: not profiled ({found['unavailable']}).")
+            continue
+        parts.append(
+            f"**{label}**, {found['operation']}: {found['calls']:,} calls, "
+            f"{found['samples']:,} samples of the worker's Python work (py-spy; raw: "
+            f"`{found['raw']}`).\n\n"
+            + table(("cost", "share of the samples"), [(c, f"{p} %") for c, p in found["costs"]])
+        )
+    return "\n\n".join(parts) if parts else "Not profiled."
+
+
 def render(results: dict[str, Any]) -> str:
     sections = [
         "# Taproot benchmark results",
@@ -487,6 +514,8 @@ def render(results: dict[str, Any]) -> str:
         growth_section(results),
         "## Over HTTP (MCP client → uvicorn)",
         http_section(results),
+        "## Where a call over HTTP spends its time (profile)",
+        profile_section(results),
         "## Retrieval quality (LoCoMo)",
         retrieval_section(results),
     ]

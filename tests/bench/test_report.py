@@ -138,3 +138,37 @@ def test_fewer_lines_per_token_than_the_gain_asks_is_missed() -> None:
 def test_the_payload_table_shows_tokens_against_the_budget_and_how_core_was_sent() -> None:
     section = report.service_section(_results())
     assert "| 10,000 | 31.2 KB | 7,990 / 8,000 | 1 / 1 / 0 | 90 | 10 |" in section
+
+
+def test_transport_overhead_is_per_operation_and_per_database() -> None:
+    results = _results()
+    postgres = {**_run(10_000, 12.0, 18.0), "backend": "postgresql"}
+    results["service"].append(postgres)
+    results["http"]["latency"] = [
+        {"backend": "sqlite", "tool": "reflect", "runs": 40, "median_ms": 26.5, "p95_ms": 30.0},
+        {"backend": "postgresql", "tool": "reflect", "runs": 40, "median_ms": 15.0, "p95_ms": 20.0},
+        {"backend": "postgresql", "tool": "recall, 3-word query, common words", "runs": 40,
+         "median_ms": 21.5, "p95_ms": 25.0},
+        {"backend": "sqlite", "tool": "forget", "runs": 40, "median_ms": 30.0, "p95_ms": 31.0},
+    ]  # fmt: skip
+    add_transport_overhead(results["http"], results["service"], 10_000)
+    overheads = [row.get("overhead_ms") for row in results["http"]["latency"]]
+    # Against the same operation on the same database at the HTTP store's size (never the
+    # 100,000-memory run); an operation measured only over HTTP gets none.
+    assert overheads == [6.5, 3.0, 3.5, None]
+
+
+def test_the_profile_section_lists_each_databases_largest_costs() -> None:
+    results = _results()
+    results["http"]["profiles"] = [
+        {"backend": "sqlite", "operation": "recall by ids (5)", "calls": 900, "samples": 4000,
+         "raw": "profile.txt", "costs": [["MCP SDK", 40.0], ["strengthening write", 12.5]]},
+        {"backend": "postgresql", "operation": "recall by ids (5)",
+         "unavailable": "py-spy is not installed"},
+    ]  # fmt: skip
+    section = report.profile_section(results)
+    assert "**SQLite**, recall by ids (5): 900 calls, 4,000 samples" in section
+    assert "| MCP SDK | 40.0 % |" in section
+    assert "| strengthening write | 12.5 % |" in section
+    assert "PostgreSQL: not profiled (py-spy is not installed)." in section
+    assert "## Where a call over HTTP spends its time" in report.render(results)
