@@ -7,8 +7,9 @@ threads alike. (Sampling every thread that is not asleep instead counts a thread
 waits to take the lock back, after handing a result over, as if it worked, which on a
 busy machine swells the hand-offs several times over.) Each sample is put in the first
 cost whose mark appears in its stack (what the frame belongs to: the token check,
-strengthening, the SDK…); samples no mark claims are put by the file of their innermost
-frame (pydantic, JSON, asyncio…). The shares are of the samples taken while serving.
+strengthening, the SDK…); samples no mark claims are put by the library of the frame
+nearest their innermost one (pydantic, JSON, asyncio…). The shares are of the samples
+taken while serving.
 """
 
 import shutil
@@ -36,7 +37,8 @@ COSTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("ThreadSensitiveContext.", "ThreadPoolExecutor.__init__ (", "_adjust_thread_count ("),
     ),
 )
-# Costs named by the file of a sample's innermost frame, for samples no mark claims.
+# Costs named by the library of the frame nearest a sample's innermost one whose file
+# they name, for samples no mark claims.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pydantic", ("pydantic/", "pydantic_core/")),
     ("JSON", ("json/",)),
@@ -49,6 +51,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("Taproot's /mcp wrapper", ("taproot_site/", "mcp_bridge/")),
     ("Django (other)", ("django/",)),
+    ("database driver", ("psycopg/", "psycopg_pool/", "sqlite3/")),
+    ("logging", ("logging/",)),
 )
 # Innermost frames of a thread that waits for work rather than doing it.
 IDLE = (
@@ -100,10 +104,10 @@ def cost_of(frames: list[str]) -> str | None:
     for name, marks in COSTS:
         if any(mark in stack for mark in marks):
             return name
-    innermost = frames[-1]
-    for name, places in LAYERS:
-        if any(f"({place}" in innermost or f" {place}" in innermost for place in places):
-            return name
+    for frame in reversed(frames):  # the library nearest the innermost frame
+        for name, places in LAYERS:
+            if any(f"({place}" in frame for place in places):
+                return name
     return "other"
 
 

@@ -25,14 +25,20 @@ def test_a_sample_belongs_to_the_first_cost_its_stack_names():
     assert cost_of(reply) == "recall: loading the memories and the reply"
 
 
-def test_samples_no_mark_claims_go_by_their_innermost_frame():
+def test_samples_no_mark_claims_go_by_the_library_nearest_their_innermost_frame():
     validation = stack(SERVING, "Tool.run (mcp/server/x.py:3)", "validate (pydantic/main.py:9)")
     assert cost_of(validation) == "pydantic"
     dispatch = stack(SERVING, "Tool.run (mcp/server/mcpserver/tools/base.py:132)")
     assert cost_of(dispatch) == "MCP SDK"
     hand_off = stack(SERVING, "_write_to_self (asyncio/selector_events.py:152)")
     assert cost_of(hand_off) == "event loop and thread hand-offs"
-    assert cost_of(stack(SERVING, "mystery (somewhere.py:1)")) == "other"
+    parsing = stack(
+        SERVING,
+        "H11Protocol.handle_events (uvicorn/protocols/http/h11_impl.py:410)",
+        "ABCMeta.__instancecheck__ (<frozen abc>:119)",
+    )
+    assert cost_of(parsing) == "HTTP server (uvicorn, h11)"
+    assert cost_of(["mystery (somewhere.py:1)"]) == "other"
 
 
 def test_waiting_threads_and_start_up_are_left_out():
