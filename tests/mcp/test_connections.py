@@ -61,7 +61,7 @@ def test_a_sqlite_file_replaced_by_a_restore_is_read_from_the_next_request_on(
         with portal.wrap_async_context_manager(session) as client:
             mcp = McpCaller(portal=portal, client=client)
             note = {"category": "episodic", "content": "Kept after the backup.", "gist": "Late"}
-            for _ in range(12):  # more calls than threads: every thread holds a connection
+            for _ in range(12):  # the threads serving them keep their connections open
                 mcp.reply("taproot_remember", note)
             assert mcp.reply("taproot_status")["live_memories"] == 12
             original = live.stat().st_ino
