@@ -63,6 +63,12 @@ class UserAccessToken(AccessToken):
 
     _user: Any = PrivateAttr(default=None)
 
+    @classmethod
+    def acting_for(cls, user: Any, **fields: Any) -> "UserAccessToken":
+        token = cls(**fields)
+        token._user = user
+        return token
+
     @property
     def user(self) -> Any:
         return self._user
@@ -177,7 +183,8 @@ def find_access_token(raw_token: str) -> UserAccessToken | None:
         return None
     if not token.user.is_active or not is_for_this_server(token.resource):
         return None
-    access = UserAccessToken(
+    return UserAccessToken.acting_for(
+        token.user,
         token=raw_token,
         client_id=token.client_id,
         scopes=token.scope.split(),
@@ -187,8 +194,6 @@ def find_access_token(raw_token: str) -> UserAccessToken | None:
         # The client's name rides along for the reflect record (no second lookup).
         claims={"iss": settings.TAPROOT_PUBLIC_URL, CLIENT_NAME_CLAIM: token.client_name},
     )
-    access._user = token.user
-    return access
 
 
 def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:

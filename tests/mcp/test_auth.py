@@ -186,10 +186,14 @@ def test_a_revoked_token_is_refused_on_the_very_next_request(server, mcp_url, us
 
 
 @pytest.mark.django_db
-def test_the_verifier_names_the_user_and_this_resource(user, settings):
+def test_the_verifier_names_the_user_and_this_resource(user, settings, django_assert_num_queries):
     token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)
-    access = find_access_token(token)
+    with django_assert_num_queries(1):  # the token, its client and its user at once
+        access = find_access_token(token)
     assert access is not None
+    # The tools act for this user with no second lookup.
+    assert access.user == user
+    assert access.user.username == user.username and access.user.is_active
     assert access.subject == str(user.pk)
     assert access.resource == settings.TAPROOT_MCP_URL
     assert access.scopes == ["mcp"]
