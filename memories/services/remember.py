@@ -135,7 +135,7 @@ def remember(
     # another table, and the token rows need the entry's generated id, so on SQLite none
     # can be folded into another. An update reads the memory under a lock, writes it and
     # its revision, then replaces its index rows (entry, tokens, tags, vector) and moves
-    # the owner's version.
+    # the owner's version. After the transaction, one read says whether a reflect is due.
     with transaction.atomic():
         if update_id is not None:
             memory = get_memory(owner, update_id, for_update=True, field="update_id")

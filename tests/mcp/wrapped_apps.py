@@ -89,7 +89,7 @@ async def query_counted(scope: Scope, receive: Receive, send: Send) -> None:
     async def counted(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             sent = [s for s in statements if not s.startswith("BEGIN")]
-            listed = " | ".join(s[:70] for s in sent).encode("ascii", "replace")
+            listed = " | ".join(s[:70].rstrip() for s in sent).encode("ascii", "replace")
             extra = [(QUERIES_HEADER, str(len(sent)).encode()), (STATEMENTS_HEADER, listed)]
             message = {**message, "headers": [*message.get("headers", []), *extra]}
         await send(message)
