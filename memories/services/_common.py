@@ -1,12 +1,17 @@
-"""Helpers shared by the service modules (not part of their public surface)."""
+"""Helpers shared by the service modules (not part of their public surface): the clock,
+the owner-scoped memory lookup, the one way revisions are kept, and re-indexing in
+batches."""
 
 import uuid
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
+from memories.bulkwrite import WRITE_BATCH
 from memories.errors import InvalidInput
+from memories.indexing import Vectors, reindex
 from memories.models import ChangeSource, Memory, Revision, User
 from memories.shortids import resolve_prefixes
 from memories.validation import coerce_memory_ref, shown
@@ -55,29 +60,34 @@ def resolve_memory_id(owner: User, value: Any, *, field: str = "memory_id") -> u
     )
 
 
-def record_revision(
-    memory: Memory,
-    before: dict[str, Any],
+def record_revisions(
+    changes: Iterable[tuple[Memory, dict[str, Any]]],
     *,
     source: ChangeSource | str,
     action: str,
     now: datetime,
-) -> Revision | None:
-    """Keep the previous values of the tracked fields if any of them changed."""
-    after = memory.tracked_state()
-    changed = [name for name in after if after[name] != before.get(name)]
-    if not changed:
-        return None
-    return Revision.objects.create(
-        memory=memory,
-        owner_id=memory.owner_id,
-        source=source,
-        action=action,
-        created_at=now,
-        changed_fields=changed,
-        before=before,
-        after=after,
-    )
+) -> None:
+    """Keep a revision of each (memory, before) whose tracked fields changed: `before` is
+    the memory's `tracked_state()` before the change. One change or thousands, they are
+    written in bulk."""
+    revisions = []
+    for memory, before in changes:
+        after = memory.tracked_state()
+        changed = [name for name in after if after[name] != before.get(name)]
+        if changed:
+            revisions.append(
+                Revision(
+                    memory_id=memory.pk,
+                    owner_id=memory.owner_id,
+                    source=source,
+                    action=action,
+                    created_at=now,
+                    changed_fields=changed,
+                    before=before,
+                    after=after,
+                )
+            )
+    Revision.objects.bulk_create(revisions, batch_size=WRITE_BATCH)
 
 
 def touch(memory: Memory, now: datetime) -> None:
@@ -94,3 +104,19 @@ def last_touch_of(updated_at: datetime, last_retrieved: datetime | None) -> date
 
 def ids_text(ids: list[uuid.UUID]) -> list[str]:
     return [str(i) for i in ids]
+
+
+def reindex_in_batches(
+    memories: Sequence[Memory],
+    *,
+    text_changed: bool = True,
+    new: bool = False,
+    vectors: Vectors | None = None,
+) -> None:
+    for start in range(0, len(memories), WRITE_BATCH):
+        reindex(
+            memories[start : start + WRITE_BATCH],
+            text_changed=text_changed,
+            new=new,
+            vectors=vectors,
+        )

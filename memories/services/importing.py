@@ -23,12 +23,7 @@ from memories.errors import InvalidInput
 from memories.indexing import Vectors, refresh_hashes, vectors_for
 from memories.maintenance import refresh_planner_statistics
 from memories.models import ChangeSource, Closing, Memory, User
-from memories.services._bulk import (
-    reindex_in_batches,
-    revision_for,
-    save_revisions,
-)
-from memories.services._common import last_touch_of, now_or
+from memories.services._common import last_touch_of, now_or, record_revisions, reindex_in_batches
 from memories.services.exporting import CLOSING_PREFIX, EXPORT_FORMAT, MEMORY_PREFIX
 from memories.services.normalise import (
     LIST_FIELDS,
@@ -465,7 +460,7 @@ def _load(
 
     snapshot_id = None
     normalised_existing = 0
-    revisions = []
+    revised = []
     normalised = 0
     if new_memories or new_closings:
         snapshot_id = take_snapshot(owner_id=owner_id, reason="before-import", now=now).pk
@@ -479,16 +474,14 @@ def _load(
                 normalised += 1
             memory.linked_memories = _remap_links(memory.linked_memories, new_ids)
             memory.id = new_ids.get(memory.pk, memory.pk)
-            revisions.append(
-                revision_for(memory, before, source=ChangeSource.IMPORT, action="import", now=now)
-            )
+            revised.append((memory, before))
         for closing in new_closings:
             if closing.pk in closing_owners:
                 closing.id = uuid.uuid4()
                 reminted += 1
         Memory.objects.bulk_create(new_memories, batch_size=WRITE_BATCH)
         Closing.objects.bulk_create(new_closings, batch_size=WRITE_BATCH)
-        save_revisions(revisions)
+        record_revisions(revised, source=ChangeSource.IMPORT, action="import", now=now)
         reindex_in_batches(new_memories, new=True, vectors=vectors)
     return {
         "status": "ok",

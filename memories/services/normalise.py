@@ -22,12 +22,7 @@ from memories.bulkwrite import WRITE_BATCH, update_rows
 from memories.conf import embedder
 from memories.indexing import Vectors, normalised_hash, refresh_hashes, vectors_for
 from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
-from memories.services._bulk import (
-    reindex_in_batches,
-    revision_for,
-    save_revisions,
-)
-from memories.services._common import last_touch_of, now_or
+from memories.services._common import last_touch_of, now_or, record_revisions, reindex_in_batches
 from memories.services.snapshots import take_snapshot
 from memories.validation import MAX_GIST
 from memories.vocabulary import (
@@ -226,13 +221,11 @@ def write_changes(
         return
     fields = sorted({name for change in changes for name in change.fields})
     update_rows([c.memory for c in changes], fields)
-    save_revisions(
-        [
-            revision_for(
-                c.memory, c.original.tracked_state(), source=source, action="normalise", now=now
-            )
-            for c in changes
-        ]
+    record_revisions(
+        [(c.memory, c.original.tracked_state()) for c in changes],
+        source=source,
+        action="normalise",
+        now=now,
     )
     text_changed: list[Memory] = []
     # The others changed only what activation reads (category, salience, counts, times).

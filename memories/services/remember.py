@@ -13,7 +13,7 @@ from memories.models import ChangeSource, Memory, User
 from memories.services._common import (
     get_memory,
     now_or,
-    record_revision,
+    record_revisions,
     resolve_memory_id,
     touch,
 )
@@ -286,7 +286,7 @@ def _update(
     touch(memory, now)
     refresh_hashes(memory)
     memory.save()
-    record_revision(memory, before, source=source, action="update", now=now)
+    record_revisions([(memory, before)], source=source, action="update", now=now)
     # updated_at moved (and maybe salience or category): recall's entry always changes.
     reindex([memory], text_changed=bool(INDEXED_TEXT & fields.keys()), vectors=vectors)
     return _reply("updated", memory, warnings)

@@ -6,6 +6,7 @@ import pytest
 
 from memories.models import Closing, Memory
 from memories.services.exporting import export_store
+from memories.vocabulary import RECORD_FIELDS
 from tests.conftest import NOW
 from tests.memories.exports import bulk_memories, compact, indented, whole_document
 
@@ -92,6 +93,12 @@ def test_a_memory_value_carries_every_field_but_the_owner(user, make_memory):
     assert value["last_retrieved"] == "2026-11-29T12:00:00Z"
     assert value["retrieval_count"] == 4
     assert value["archived_at"] is None
+
+
+def test_a_memory_value_lists_the_fields_a_snapshot_restores_in_their_order(make_memory):
+    # A snapshot holds this value and a restore writes back RECORD_FIELDS: one field more
+    # here would be snapshotted and never restored.
+    assert list(make_memory().as_record()) == ["id", *RECORD_FIELDS]
 
 
 def test_archived_memories_are_exported_with_their_archive_state(user, make_memory):
