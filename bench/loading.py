@@ -35,7 +35,7 @@ from memories.models import (
     RecallIndex,
 )
 from memories.semantic import stored
-from memories.services._common import last_touch_of
+from memories.vocabulary import last_touch_of
 
 BULK_BATCH = 1000
 # The recall index's version of a store loaded in bulk (memories.semantic).

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memories.errors import InvalidInput
 from memories.models import Memory, User
-from memories.validation import shown
+from memories.validation import coerce_memory_ref, shown
 from memories.vocabulary import SHORT_ID_MIN
 
 # Where the canonical form of a UUID puts its hyphens, counted in hex characters.
@@ -104,6 +105,27 @@ def resolve_prefixes(owner: User | int, prefixes: Sequence[str]) -> Resolved:
         else:
             resolved.unknown.append(prefix)
     return resolved
+
+
+def resolve_memory_id(owner: User, value: Any, *, field: str = "memory_id") -> uuid.UUID:
+    """The whole id a single-id argument names: as sent, or the one memory of the owner's
+    whose id starts with the prefix sent. A prefix naming none or several is refused."""
+    memory_ref = coerce_memory_ref(value, field=field)
+    if isinstance(memory_ref, uuid.UUID):
+        return memory_ref
+    resolved = resolve_prefixes(owner, [memory_ref])
+    if memory_ref in resolved.ids:
+        return resolved.ids[memory_ref]
+    if candidates := resolved.ambiguous.get(memory_ref):
+        raise InvalidInput(
+            f"{field} {shown(value)} is the start of {len(candidates)} of your memories' ids: "
+            + ", ".join(map(str, candidates))
+            + ". Send more characters of the one you mean, or its whole id."
+        )
+    raise InvalidInput(
+        f"No memory of yours has an id starting with {shown(value)}. Check the id in the "
+        "catalog, or find it with taproot_recall(query=...)."
+    )
 
 
 def skipped_prefixes_warning(field_name: str, resolved: Resolved, sent: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ read their categories, saliences and the rest from here.
 """
 
 import re
+from datetime import datetime
 from typing import Final
 
 # --- categories ----------------------------------------------------------------------
@@ -120,6 +121,17 @@ TRACKED_FIELDS: Final[tuple[str, ...]] = (
     "archived_at",
     "archive_reason",
 )
+
+# --- last touch ----------------------------------------------------------------------
+
+
+def last_touch_of(updated_at: datetime, last_retrieved: datetime | None) -> datetime:
+    """A memory's last touch: the later of its last update and its last recall (kept as
+    Memory.last_touched_at; the catalog window and the suggestions read it)."""
+    if last_retrieved and last_retrieved > updated_at:
+        return last_retrieved
+    return updated_at
+
 
 # --- whole numbers given as text -----------------------------------------------------
 

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from memories.indexing import refresh_hashes, reindex
 from memories.models import Memory
-from memories.services._common import last_touch_of
+from memories.vocabulary import last_touch_of
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 

@@ -13,8 +13,8 @@ from memories.bulkwrite import WRITE_BATCH
 from memories.errors import InvalidInput
 from memories.indexing import Vectors, reindex
 from memories.models import ChangeSource, Memory, Revision, User
-from memories.shortids import resolve_prefixes
-from memories.validation import coerce_memory_ref, shown
+from memories.shortids import resolve_memory_id
+from memories.vocabulary import last_touch_of
 
 
 def now_or(now: datetime | None) -> datetime:
@@ -37,27 +37,6 @@ def get_memory(
             "it with taproot_recall(query=...)."
         )
     return memory
-
-
-def resolve_memory_id(owner: User, value: Any, *, field: str = "memory_id") -> uuid.UUID:
-    """The whole id a single-id argument names: as sent, or the one memory of the owner's
-    whose id starts with the prefix sent. A prefix naming none or several is refused."""
-    memory_ref = coerce_memory_ref(value, field=field)
-    if isinstance(memory_ref, uuid.UUID):
-        return memory_ref
-    resolved = resolve_prefixes(owner, [memory_ref])
-    if memory_ref in resolved.ids:
-        return resolved.ids[memory_ref]
-    if candidates := resolved.ambiguous.get(memory_ref):
-        raise InvalidInput(
-            f"{field} {shown(value)} is the start of {len(candidates)} of your memories' ids: "
-            + ", ".join(map(str, candidates))
-            + ". Send more characters of the one you mean, or its whole id."
-        )
-    raise InvalidInput(
-        f"No memory of yours has an id starting with {shown(value)}. Check the id in the "
-        "catalog, or find it with taproot_recall(query=...)."
-    )
 
 
 def record_revisions(
@@ -93,13 +72,7 @@ def record_revisions(
 def touch(memory: Memory, now: datetime) -> None:
     """Mark a memory as updated now (the edits that move updated_at, SPEC §2)."""
     memory.updated_at = now
-    memory.last_touched_at = max(now, memory.last_retrieved or now)
-
-
-def last_touch_of(updated_at: datetime, last_retrieved: datetime | None) -> datetime:
-    if last_retrieved and last_retrieved > updated_at:
-        return last_retrieved
-    return updated_at
+    memory.last_touched_at = last_touch_of(now, memory.last_retrieved)
 
 
 def ids_text(ids: list[uuid.UUID]) -> list[str]:

@@ -13,7 +13,6 @@ from memories.indexing import refresh_hashes, reindex, string_items, unindex, ve
 from memories.models import ChangeSource, Memory, Revision, User
 from memories.services._common import (
     get_memory,
-    last_touch_of,
     now_or,
     record_revisions,
     touch,
@@ -35,7 +34,13 @@ from memories.validation import (
     shown,
     trimmed,
 )
-from memories.vocabulary import DERIVED_FIELDS, TRACKED_FIELDS, salience_rank, whole_number
+from memories.vocabulary import (
+    DERIVED_FIELDS,
+    TRACKED_FIELDS,
+    last_touch_of,
+    salience_rank,
+    whole_number,
+)
 
 FORGET_ACTIONS = ("archive", "unarchive", "delete", "compress")
 

@@ -23,7 +23,7 @@ from memories.errors import InvalidInput
 from memories.indexing import Vectors, refresh_hashes, vectors_for
 from memories.maintenance import refresh_planner_statistics
 from memories.models import ChangeSource, Closing, Memory, User
-from memories.services._common import last_touch_of, now_or, record_revisions, reindex_in_batches
+from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.exporting import CLOSING_PREFIX, EXPORT_FORMAT, MEMORY_PREFIX
 from memories.services.normalise import (
     LIST_FIELDS,
@@ -34,6 +34,7 @@ from memories.services.normalise import (
 from memories.services.snapshots import take_snapshot
 from memories.timeutil import parse_timestamp
 from memories.validation import coerce_bool, shown, unstorable
+from memories.vocabulary import last_touch_of
 
 # Reserved tags of the original Taproot.
 ARCHIVE_PENDING = "_archive_pending"

@@ -22,7 +22,7 @@ from memories.bulkwrite import WRITE_BATCH, update_rows
 from memories.conf import embedder
 from memories.indexing import Vectors, normalised_hash, refresh_hashes, vectors_for
 from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
-from memories.services._common import last_touch_of, now_or, record_revisions, reindex_in_batches
+from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.snapshots import take_snapshot
 from memories.validation import MAX_GIST
 from memories.vocabulary import (
@@ -31,6 +31,7 @@ from memories.vocabulary import (
     LEGACY_CATEGORIES,
     NUMERIC_SALIENCE,
     SALIENCE_VALUES,
+    last_touch_of,
     whole_number,
 )
 

@@ -14,11 +14,10 @@ from memories.services._common import (
     get_memory,
     now_or,
     record_revisions,
-    resolve_memory_id,
     touch,
 )
 from memories.services.loaded import with_reflect_hint
-from memories.shortids import resolve_prefixes, skipped_prefixes_warning
+from memories.shortids import resolve_memory_id, resolve_prefixes, skipped_prefixes_warning
 from memories.validation import (
     MAX_CONTENT,
     MAX_GIST,

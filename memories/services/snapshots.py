@@ -28,11 +28,11 @@ from memories.bulkwrite import WRITE_BATCH, update_rows
 from memories.errors import InvalidInput
 from memories.indexing import refresh_hashes, unindex, vectors_for
 from memories.models import ChangeSource, Closing, Memory, Snapshot, User
-from memories.services._common import last_touch_of, now_or, record_revisions, reindex_in_batches
+from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.exporting import memory_value
 from memories.timeutil import parse_timestamp
 from memories.validation import shown
-from memories.vocabulary import DERIVED_FIELDS, RECORD_FIELDS
+from memories.vocabulary import DERIVED_FIELDS, RECORD_FIELDS, last_touch_of
 
 # A snapshot value holds a memory's every field, all written back by a restore (the id
 # stays), with the bookkeeping derived from them recomputed.

@@ -6,8 +6,7 @@ import uuid
 import pytest
 
 from memories.errors import InvalidInput
-from memories.services._common import resolve_memory_id
-from memories.shortids import resolve_prefixes, short_ids, shown_prefix
+from memories.shortids import resolve_memory_id, resolve_prefixes, short_ids, shown_prefix
 from memories.validation import parse_memory_ref
 from tests.conftest import NOW
 
