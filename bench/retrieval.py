@@ -4,7 +4,7 @@
 Each conversation becomes its own user's store (category episodic, salience medium,
 gist = first 15 words, created and updated at the session's date), written by the bulk
 loader that tests/bench proves equal to the services. Every question then goes through
-`memories.services.recall.rank_memories` — the ranking `taproot_recall` uses, but
+`memories.services.rank_memories` — the ranking `taproot_recall` uses, but
 read-only, so no question strengthens what the next one sees.
 """
 
@@ -21,7 +21,7 @@ from bench import locomo
 from bench.database import analyze
 from bench.loading import ensure_users, load_bulk
 from bench.synthetic import SyntheticMemory
-from memories.services.recall import parse_filters, rank_memories
+from memories.services import parse_filters, rank_memories
 
 DEPTH = 50
 # Taproot's ranking as shipped (the taproot profile blending in meaning, SPEC §3.2) first,

@@ -11,7 +11,7 @@ from typing import Any
 from django.utils.timesince import timesince
 
 from memories.payload import CatalogEntry, CoreEntry, ReflectPayload
-from memories.services.loaded import ReflectHistory
+from memories.services import ReflectHistory
 from memories.vocabulary import CATEGORY_ORDER, home_category
 
 NEAR_BUDGET_SHARE = 0.8

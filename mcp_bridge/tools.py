@@ -16,7 +16,7 @@ from mcp_bridge import arguments as arg
 from mcp_bridge.auth import token_client
 from mcp_bridge.replies import run_tool
 from memories import services
-from memories.services.curation import FORGET_ACTIONS
+from memories.services import FORGET_ACTIONS
 from memories.validation import (
     DEFAULT_RECALL_LIMIT,
     MAX_CONTENT,

@@ -31,7 +31,6 @@ from memories.models import (
     Snapshot,
     User,
 )
-from memories.services.snapshots import snapshot_summary
 from memories.validation import MAX_GIST, require_text
 from memories.vocabulary import category_label
 
@@ -442,7 +441,7 @@ class SnapshotAdmin(ReadOnlyAdmin[Snapshot]):
 
     @admin.display(description="what it holds")
     def covers(self, snapshot: Snapshot) -> str:
-        return snapshot_summary(snapshot)
+        return services.snapshot_summary(snapshot)
 
     @admin.display(description="restore")
     def how_to_restore(self, snapshot: Snapshot) -> str:

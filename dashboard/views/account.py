@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.clients import connected_clients, revoke_client
 from dashboard.decorators import DashboardRequest, login_required
 from memories.models import Closing
-from memories.services.exporting import Export, ExportBusy
+from memories.services import Export, ExportBusy
 
 CLOSINGS_PAGE_SIZE = 20
 REVOKED_MESSAGE = "Access revoked. The client must ask for your consent again."

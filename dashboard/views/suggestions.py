@@ -16,8 +16,12 @@ from dashboard.decorators import DashboardRequest, login_required
 from dashboard.overview import store_overview
 from memories.errors import InvalidInput
 from memories.models import ChangeSource, Memory, User
-from memories.services import apply_suggestion, dismiss_suggestion, suggestions
-from memories.services.suggestions import SuggestionGroup
+from memories.services import (
+    SuggestionGroup,
+    apply_suggestion,
+    dismiss_suggestion,
+    suggestions,
+)
 from memories.shortids import attach_short_ids
 from memories.vocabulary import ARCHIVE, DEMOTE, PROMOTE
 

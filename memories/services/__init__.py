@@ -6,6 +6,7 @@ raises memories.errors.InvalidInput before changing anything when the input is b
 
 from memories.services.closings import close
 from memories.services.curation import (
+    FORGET_ACTIONS,
     archive,
     compress,
     delete,
@@ -16,14 +17,27 @@ from memories.services.curation import (
     set_curation,
     unarchive,
 )
-from memories.services.loaded import record_reflect, reflect_hint, reflect_history
+from memories.services.exporting import Export, ExportBusy, export_store
+from memories.services.importing import import_store
+from memories.services.loaded import ReflectHistory, record_reflect, reflect_hint, reflect_history
 from memories.services.normalise import migrate
-from memories.services.recall import rank_memories, recall
+from memories.services.recall import parse_filters, rank_memories, recall
 from memories.services.reflect import reflect, status
 from memories.services.remember import remember
-from memories.services.suggestions import apply_suggestion, dismiss_suggestion, suggestions
+from memories.services.snapshots import restore_snapshot, snapshot_summary, take_snapshot
+from memories.services.suggestions import (
+    SuggestionGroup,
+    apply_suggestion,
+    dismiss_suggestion,
+    suggestions,
+)
 
 __all__ = [
+    "FORGET_ACTIONS",
+    "Export",
+    "ExportBusy",
+    "ReflectHistory",
+    "SuggestionGroup",
     "apply_suggestion",
     "archive",
     "close",
@@ -31,8 +45,11 @@ __all__ = [
     "delete",
     "dismiss_suggestion",
     "edit_gist",
+    "export_store",
     "forget",
+    "import_store",
     "migrate",
+    "parse_filters",
     "promote",
     "rank_memories",
     "recall",
@@ -42,8 +59,11 @@ __all__ = [
     "reflect_history",
     "remember",
     "restore_revision",
+    "restore_snapshot",
     "set_curation",
+    "snapshot_summary",
     "status",
     "suggestions",
+    "take_snapshot",
     "unarchive",
 ]

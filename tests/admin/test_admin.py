@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from memories import services
 from memories.models import Closing, Memory, MemoryTag, Revision, Snapshot
-from memories.services.normalise import migrate
+from memories.services import migrate
 from tests.conftest import NOW
 from tests.page_text import page_text
 

@@ -14,8 +14,7 @@ from oauth2_provider.models import (
 )
 
 from memories.models import Closing, Memory
-from memories.services import close
-from memories.services.importing import import_store
+from memories.services import close, import_store
 from tests.dashboard.conftest import XSS, downloaded, htmx
 
 pytestmark = pytest.mark.django_db

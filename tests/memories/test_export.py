@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from memories.models import Closing, Memory
-from memories.services.exporting import export_store
+from memories.services import export_store
 from memories.vocabulary import RECORD_FIELDS
 from tests.conftest import NOW
 from tests.memories.exports import bulk_memories, compact, indented, whole_document
@@ -161,7 +161,7 @@ def test_drifted_list_fields_are_exported_as_stored(user, make_memory):
 def test_export_then_import_into_another_user_keeps_every_field_and_closing(
     user, other_user, make_memory
 ):
-    from memories.services.importing import import_store
+    from memories.services import import_store
 
     first = make_memory(
         category="identity",
@@ -226,7 +226,7 @@ def test_export_then_import_into_another_user_keeps_every_field_and_closing(
 
 @pytest.mark.parametrize("form", ["compact", "indented"])
 def test_the_streamed_export_is_byte_for_byte_the_whole_document(user, varied_store, form):
-    from memories.services.exporting import Export
+    from memories.services import Export
 
     text = "".join(Export(owner=user, now=NOW, indent=1 if form == "indented" else None).pieces())
 
@@ -237,7 +237,7 @@ def test_the_streamed_export_is_byte_for_byte_the_whole_document(user, varied_st
 
 @pytest.mark.parametrize("form", ["compact", "indented"])
 def test_an_empty_store_exports_byte_for_byte_the_whole_document(user, form):
-    from memories.services.exporting import Export
+    from memories.services import Export
 
     text = "".join(Export(owner=user, now=NOW, indent=1 if form == "indented" else None).pieces())
 
@@ -248,7 +248,7 @@ def test_an_empty_store_exports_byte_for_byte_the_whole_document(user, form):
 def _peak_of_an_export(owner):
     import tracemalloc
 
-    from memories.services.exporting import Export
+    from memories.services import Export
 
     size = 0
     tracemalloc.start()
@@ -304,7 +304,7 @@ def test_an_export_gives_its_turn_back_when_read_to_the_end_or_abandoned(user, m
 def test_an_export_past_its_turns_time_no_longer_holds_up_the_next(user):
     from django.core.cache import cache
 
-    from memories.services.exporting import Export, ExportBusy
+    from memories.services import Export, ExportBusy
 
     stale = Export(owner=user, now=NOW)
     cache.delete(f"taproot:export:{user.pk}")  # as when its time is up

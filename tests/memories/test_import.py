@@ -8,7 +8,7 @@ import pytest
 from memories import services
 from memories.errors import InvalidInput
 from memories.models import Closing, Memory, MemoryTag, MemoryToken, Revision, Snapshot
-from memories.services.importing import import_store
+from memories.services import import_store
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db

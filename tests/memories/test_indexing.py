@@ -22,16 +22,16 @@ from memories.services import (
     compress,
     delete,
     edit_gist,
+    import_store,
     migrate,
     promote,
     recall,
     remember,
     restore_revision,
+    restore_snapshot,
     set_curation,
     unarchive,
 )
-from memories.services.importing import import_store
-from memories.services.snapshots import restore_snapshot
 from memories.timeutil import micros
 from tests.conftest import NOW
 

@@ -18,13 +18,13 @@ from memories.semantic import VectorCache
 from memories.services import (
     compress,
     edit_gist,
+    import_store,
     migrate,
     recall,
     remember,
     restore_revision,
+    restore_snapshot,
 )
-from memories.services.importing import import_store
-from memories.services.snapshots import restore_snapshot
 from tests.conftest import NOW
 from tests.memories.conftest import embedded_cosine
 

@@ -24,17 +24,18 @@ from memories.services import (
     compress,
     delete,
     edit_gist,
+    import_store,
     migrate,
+    parse_filters,
     promote,
+    rank_memories,
     recall,
     remember,
     restore_revision,
+    restore_snapshot,
     set_curation,
     unarchive,
 )
-from memories.services.importing import import_store
-from memories.services.recall import parse_filters, rank_memories
-from memories.services.snapshots import restore_snapshot
 from tests.conftest import NOW
 from tests.memories.conftest import embedded_cosine
 

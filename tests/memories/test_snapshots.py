@@ -7,9 +7,13 @@ import pytest
 from memories import services
 from memories.errors import InvalidInput
 from memories.models import Closing, Memory, MemoryTag, MemoryToken, Revision, Snapshot
-from memories.services.importing import import_store
-from memories.services.normalise import migrate
-from memories.services.snapshots import restore_snapshot, snapshot_summary, take_snapshot
+from memories.services import (
+    import_store,
+    migrate,
+    restore_snapshot,
+    snapshot_summary,
+    take_snapshot,
+)
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,7 @@ from django.contrib.auth import get_user_model
 from memories import services
 from memories.errors import InvalidInput
 from memories.models import ChangeSource
-from memories.services.importing import import_store
-from memories.services.snapshots import restore_snapshot
+from memories.services import import_store, restore_snapshot
 from memories.validation import (
     check_length,
     coerce_bool,

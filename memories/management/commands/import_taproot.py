@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memories.errors import InvalidInput
 from memories.management.users import user_named
-from memories.services.importing import import_store
+from memories.services import import_store
 
 
 class Command(BaseCommand):

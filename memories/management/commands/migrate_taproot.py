@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from memories.management.users import user_named
-from memories.services.normalise import migrate
+from memories.services import migrate
 
 
 class Command(BaseCommand):

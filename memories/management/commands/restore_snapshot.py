@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memories.errors import InvalidInput
-from memories.services.snapshots import restore_snapshot
+from memories.services import restore_snapshot
 
 
 class Command(BaseCommand):
