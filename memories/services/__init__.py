@@ -1,7 +1,26 @@
-"""Every write (and the reads the tools share) lives here, once, for all interfaces.
+"""The services: every write, and every read more than one interface shares, defined once.
+The MCP tools, the dashboard, the admin and the management commands call them from this
+package and import nothing below it.
 
-Each function is keyword-only, acts for exactly one owner, runs in one transaction, and
-raises memories.errors.InvalidInput before changing anything when the input is bad.
+Each service is keyword-only, raises memories.errors.InvalidInput before changing
+anything when its input is bad, and makes its writes in one transaction. It acts for the
+`owner` it is given; `migrate` and `restore_snapshot` also accept owner=None, the operator
+acting for every user (migrate then normalises each user's memories in a transaction of
+their own; restore_snapshot restores any user's snapshot).
+
+What a service returns, never a model instance for an interface to save or show:
+
+- A write returns its reply: a JSON-ready dict with "status": "ok", the ids it touched
+  (as strings) and what it set, plus "warnings" or a "message" when it has any. The tools
+  send it as it is; the dashboard, the admin and the commands take what they need from
+  it and read the rows they show through their own owner-scoped queries. `recall`,
+  `status` and `export_store`, which a tool or a command sends as it is, answer the same
+  way.
+- A read that an interface lays out returns plain values: a frozen dataclass
+  (ReflectPayload, ReflectHistory, SuggestionGroup, Ranking, RecallFilters) or a str.
+- Two steps are not answers to anyone: `take_snapshot`, which migrate, import and restore
+  take inside their own transactions, returns the Snapshot row it wrote, and
+  `record_reflect`, the note taproot_reflect leaves, returns None.
 """
 
 from memories.services.closings import close

@@ -137,11 +137,12 @@ def apply_suggestion(
 
 def dismiss_suggestion(
     *, owner: User, memory_id: Any, kind: Any, now: datetime | None = None
-) -> None:
+) -> dict[str, Any]:
     """Turn a suggestion down: the rule will not pick this memory for it again."""
     kind = _kind(kind)
     with transaction.atomic():
         memory = get_memory(owner, memory_id)
-        DismissedSuggestion.objects.get_or_create(
+        _, created = DismissedSuggestion.objects.get_or_create(
             memory=memory, kind=kind, defaults={"owner": owner, "dismissed_at": now_or(now)}
         )
+    return {"status": "ok", "memory_id": str(memory.pk), "kind": kind, "changed": created}

@@ -111,7 +111,7 @@ def test_set_curation_keeps_updated_at_but_keeps_a_revision(user, make_memory):
         source=ChangeSource.DASHBOARD,
         now=LATER,
     )
-    assert (returned.salience, returned.core) == ("low", False)
+    assert (returned["salience"], returned["core"]) == ("low", False)
     memory.refresh_from_db()
     assert (memory.salience, memory.core) == ("low", False)
     assert memory.updated_at == NOW

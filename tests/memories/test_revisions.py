@@ -171,7 +171,7 @@ def test_restore_puts_back_every_tracked_field_including_archive_state(user, mak
     )
     memory.refresh_from_db()
     assert memory.tracked_state() == original
-    assert restored.pk == memory.pk
+    assert restored["memory_id"] == str(memory.pk)
     assert memory.archived_at is None
     # updated_at stays where the last update put it.
     assert memory.updated_at == T1

@@ -1,0 +1,95 @@
+"""What memories.services promises every interface: one return convention, one package."""
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from memories import services
+from memories.models import ChangeSource, Revision
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.django_db
+
+# The interfaces: they call memories.services and nothing below it.
+INTERFACES = ("mcp_bridge", "dashboard", "memories/admin.py", "memories/management", "bench")
+
+
+def _sources(place: str) -> list[Path]:
+    path = Path(settings.BASE_DIR) / place
+    return [path] if path.is_file() else sorted(path.rglob("*.py"))
+
+
+def _imported_modules(path: Path) -> list[str]:
+    modules = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules.append(node.module)
+        elif isinstance(node, ast.Import):
+            modules += [alias.name for alias in node.names]
+    return modules
+
+
+def test_the_interfaces_import_the_services_package_and_none_of_its_modules():
+    reaching_in = [
+        f"{path.relative_to(settings.BASE_DIR)}: {module}"
+        for place in INTERFACES
+        for path in _sources(place)
+        for module in _imported_modules(path)
+        if module.startswith("memories.services.")
+    ]
+    assert _sources("mcp_bridge")  # the walk finds the interfaces
+    assert reaching_in == []
+
+
+def test_nothing_outside_the_services_imports_their_private_modules():
+    root = Path(settings.BASE_DIR)
+    services_dir = root / "memories" / "services"
+    private = [
+        f"{path.relative_to(root)}: {module}"
+        for place in (*INTERFACES, "memories", "tests", "taproot_site")
+        for path in _sources(place)
+        if services_dir not in path.parents
+        for module in _imported_modules(path)
+        if module.startswith("memories.services._")
+    ]
+    assert private == []
+
+
+def _restore_an_edit(user, memory):
+    services.edit_gist(owner=user, memory_id=memory.pk, gist="By hand", source=ChangeSource.TOOL)
+    revision = Revision.objects.get(memory=memory)
+    return services.restore_revision(owner=user, revision_id=revision.pk, source=ChangeSource.TOOL)
+
+
+# The writes the dashboard and the admin make that no tool makes.
+WRITES = {
+    "set_curation": lambda user, memory: services.set_curation(
+        owner=user, memory_id=memory.pk, salience="low", source=ChangeSource.DASHBOARD
+    ),
+    "edit_gist": lambda user, memory: services.edit_gist(
+        owner=user, memory_id=memory.pk, gist="By hand", source=ChangeSource.DASHBOARD
+    ),
+    "restore_revision": _restore_an_edit,
+    "dismiss_suggestion": lambda user, memory: services.dismiss_suggestion(
+        owner=user, memory_id=memory.pk, kind="demote"
+    ),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_the_writes_only_people_make_reply_as_the_tools_do(user, make_memory, write):
+    memory = make_memory(salience="high", core=True)
+    reply = WRITES[write](user, memory)
+    assert reply["status"] == "ok"
+    assert reply["memory_id"] == str(memory.pk)
+    assert json.loads(json.dumps(reply)) == reply  # JSON-ready
+
+
+def test_a_dismissal_says_whether_it_changed_anything(user, make_memory):
+    memory = make_memory(core=True)
+    first = services.dismiss_suggestion(owner=user, memory_id=memory.pk, kind="demote", now=NOW)
+    again = services.dismiss_suggestion(owner=user, memory_id=memory.pk, kind="demote", now=NOW)
+    assert (first["changed"], again["changed"]) == (True, False)
