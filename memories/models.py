@@ -200,19 +200,6 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
     def outside_catalog_window(self, now: datetime, window_days: int) -> "MemoryQuerySet":
         return self.exclude(self.catalog_window_q(now, window_days))
 
-    def with_all_tags(self, tag_keys: list[str], *, owner: User | None = None) -> "MemoryQuerySet":
-        """Memories carrying every one of the given (already normalised) tag keys.
-
-        Give `owner` so the lookup uses the (owner, key) index instead of scanning tags.
-        """
-        tag_rows = (
-            MemoryTag.objects.all() if owner is None else MemoryTag.objects.filter(owner=owner)
-        )
-        queryset = self
-        for key in tag_keys:
-            queryset = queryset.filter(pk__in=tag_rows.filter(key=key).values("memory_id"))
-        return queryset
-
     def category_counts(self) -> dict[str, int]:
         rows = self.order_by().values_list("category").annotate(n=Count("pk"))
         return {category: n for category, n in rows}
@@ -406,11 +393,6 @@ class Memory(models.Model):
         """The id as people and Claude see it: the shortest prefix no other memory of the
         owner's shares, once memories.shortids.attach_short_ids has found it."""
         return getattr(self, "_short_id", None) or str(self.id)[:SHORT_ID_MIN]
-
-    def last_touch(self) -> datetime:
-        if self.last_retrieved and self.last_retrieved > self.updated_at:
-            return self.last_retrieved
-        return self.updated_at
 
     def tracked_state(self) -> dict[str, Any]:
         """The fields a revision keeps, as JSON-ready values."""

@@ -2,7 +2,6 @@
 the owner-scoped memory lookup, the one way revisions are kept, and re-indexing in
 batches."""
 
-import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -73,10 +72,6 @@ def touch(memory: Memory, now: datetime) -> None:
     """Mark a memory as updated now (the edits that move updated_at, SPEC §2)."""
     memory.updated_at = now
     memory.last_touched_at = last_touch_of(now, memory.last_retrieved)
-
-
-def ids_text(ids: list[uuid.UUID]) -> list[str]:
-    return [str(i) for i in ids]
 
 
 def reindex_in_batches(
