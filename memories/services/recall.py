@@ -442,8 +442,8 @@ def _reply(
     if truncated:
         reply["truncated"] = True
         note = (
-            "More memories matched, but the reply stopped before 100,000 characters. Ask "
-            "again with a narrower query, a lower limit or explicit ids."
+            f"More memories matched, but the reply stopped before {MAX_REPLY_CHARS:,} "
+            "characters. Ask again with a narrower query, a lower limit or explicit ids."
         )
     if note:
         reply["note"] = note

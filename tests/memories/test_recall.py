@@ -374,6 +374,18 @@ def test_reply_stops_before_100000_characters_and_says_so(user, make_memory):
         assert memory.retrieval_count == (1 if str(memory.pk) in returned else 0)
 
 
+def test_the_truncation_note_names_the_reply_limit_in_force(user, make_memory, monkeypatch):
+    monkeypatch.setattr(recall_module, "MAX_REPLY_CHARS", 30_000)
+    for i in range(3):
+        make_memory(content=f"{i} " + "w" * 19_990, gist=f"Big {i}", salience="high")
+    reply = recall(owner=user, limit=3, now=LATER)
+    assert reply["count"] == 1
+    assert reply["note"] == (
+        "More memories matched, but the reply stopped before 30,000 characters. Ask again "
+        "with a narrower query, a lower limit or explicit ids."
+    )
+
+
 def test_reply_that_fits_is_not_marked_truncated(user, make_memory):
     for i in range(4):
         make_memory(content=f"{i} " + "w" * 19_990)
