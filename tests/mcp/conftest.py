@@ -27,7 +27,7 @@ def mcp_url(server: Any) -> str:
     return f"{server.url}/mcp"
 
 
-# Password hashing costs about half a second per user; these tests never log in.
+# These tests never log in, so their users are made without a password.
 @pytest.fixture
 def user(django_user_model: Any) -> Any:
     return django_user_model.objects.create_user(username="alice")
