@@ -1,6 +1,7 @@
-"""The services: every write, and every read more than one interface shares, defined once.
-The MCP tools, the dashboard, the admin and the management commands call them from this
-package and import nothing below it.
+"""The services: every write, and every read the interfaces share, defined once. The MCP
+tools, the dashboard, the admin and the management commands call them from this package
+and import nothing below it; what is not a service (a rule, a query, a model method)
+belongs elsewhere in memories.
 
 Each service is keyword-only, raises memories.errors.InvalidInput before changing
 anything when its input is bad, and makes its writes in one transaction. It acts for the
@@ -8,19 +9,20 @@ anything when its input is bad, and makes its writes in one transaction. It acts
 acting for every user (migrate then normalises each user's memories in a transaction of
 their own; restore_snapshot restores any user's snapshot).
 
-What a service returns, never a model instance for an interface to save or show:
+What a service returns (an interface never gets a model instance back):
 
 - A write returns its reply: a JSON-ready dict with "status": "ok", the ids it touched
   (as strings) and what it set, plus "warnings" or a "message" when it has any. The tools
   send it as it is; the dashboard, the admin and the commands take what they need from
-  it and read the rows they show through their own owner-scoped queries. `recall`,
-  `status` and `export_store`, which a tool or a command sends as it is, answer the same
-  way.
+  it and read the rows they show through their own owner-scoped queries. `recall` and
+  `status`, which the tools send as they are, answer the same way.
 - A read that an interface lays out returns plain values: a frozen dataclass
   (ReflectPayload, ReflectHistory, SuggestionGroup, Ranking, RecallFilters) or a str.
-- Two steps are not answers to anyone: `take_snapshot`, which migrate, import and restore
-  take inside their own transactions, returns the Snapshot row it wrote, and
-  `record_reflect`, the note taproot_reflect leaves, returns None.
+  An export is the document itself: `export_store` returns it whole, `Export` streams
+  its text.
+- Two steps answer no one: `take_snapshot`, which migrate, import and restore take inside
+  their own transactions, returns the Snapshot row it wrote, and `record_reflect`, the
+  note taproot_reflect leaves, returns None.
 """
 
 from memories.services.closings import close
