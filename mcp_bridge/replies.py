@@ -15,10 +15,10 @@ from mcp.types import CallToolResult, TextContent
 
 from mcp_bridge.auth import NotAuthenticated, token_user
 from mcp_bridge.database import run_sync
+from memories.busy import BUSY_MESSAGE, is_pool_timeout
 from memories.errors import InvalidInput
 from memories.jsonutil import dumps
 from memories.validation import shown
-from taproot_site.busy import BUSY_MESSAGE, is_pool_timeout
 
 logger = logging.getLogger("taproot.mcp")
 

@@ -18,6 +18,7 @@ from django.db import DatabaseError, connections
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from mcp_bridge.request_log import RequestRecord, current_record, logger
+from memories.busy import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
 from taproot_site.admission import (
     BodyTooLarge,
     ClientGone,
@@ -26,7 +27,6 @@ from taproot_site.admission import (
     read_body,
     replaying,
 )
-from taproot_site.busy import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taproot_site.settings")
 

@@ -106,7 +106,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "taproot_site.busy.PoolTimeoutMiddleware",
+    "memories.busy.PoolTimeoutMiddleware",
     "taproot_site.oauth.requestlog.OAuthRequestLogMiddleware",
     "taproot_site.oauth.cors.LoopbackCorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
