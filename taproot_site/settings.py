@@ -58,7 +58,7 @@ _public_host = f"[{_public_hostname}]" if ":" in _public_hostname else _public_h
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", sorted({_public_host, "127.0.0.1", "localhost"}))
 
 TAPROOT_ALLOW_LOOPBACK_CLIENTS = env_bool("TAPROOT_ALLOW_LOOPBACK_CLIENTS", DEBUG)
-# OAuth client registration (taproot_site/oauth): exact redirect URIs allowed besides
+# OAuth client registration (the oauth app): exact redirect URIs allowed besides
 # Claude's callbacks; proxies whose X-Forwarded-For is believed; registrations per address.
 TAPROOT_EXTRA_REDIRECT_URIS = env_list("TAPROOT_EXTRA_REDIRECT_URIS", [])
 TAPROOT_TRUSTED_PROXIES = env_list("TAPROOT_TRUSTED_PROXIES", [])
@@ -99,7 +99,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "oauth2_provider",
-    "taproot_site.oauth",
+    "oauth",
     "memories",
     "mcp_bridge",
     "dashboard",
@@ -107,8 +107,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "memories.busy.PoolTimeoutMiddleware",
-    "taproot_site.oauth.requestlog.OAuthRequestLogMiddleware",
-    "taproot_site.oauth.cors.LoopbackCorsMiddleware",
+    "oauth.requestlog.OAuthRequestLogMiddleware",
+    "oauth.cors.LoopbackCorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
@@ -188,15 +188,13 @@ OAUTH2_PROVIDER = {
         "none",
     ],
     "REFRESH_TOKEN_EXPIRE_SECONDS": 60 * 60 * 24 * 90,  # after 90 days unused
-    "OAUTH2_VALIDATOR_CLASS": "taproot_site.oauth.validators.TaprootOAuth2Validator",
+    "OAUTH2_VALIDATOR_CLASS": "oauth.validators.TaprootOAuth2Validator",
     # http only for loopback clients (checked per URI at registration).
     "ALLOWED_REDIRECT_URI_SCHEMES": (
         ["https", "http"] if TAPROOT_ALLOW_LOOPBACK_CLIENTS else ["https"]
     ),
     "DCR_ENABLED": True,
-    "DCR_REGISTRATION_PERMISSION_CLASSES": (
-        "taproot_site.oauth.registration.RedirectAllowlistPermission",
-    ),
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth.registration.RedirectAllowlistPermission",),
     "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
@@ -210,7 +208,7 @@ OAUTH2_PROVIDER = {
 }
 
 # django-oauth-toolkit's own models, named here because its models are swappable: a
-# migration that points at them (taproot_site/oauth's) is written against these settings.
+# migration that points at them (the oauth app's) is written against these settings.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
 

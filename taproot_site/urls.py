@@ -3,8 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from oauth import urls as oauth_urls
 from taproot_site import views
-from taproot_site.oauth import urls as oauth_urls
 
 urlpatterns = [
     # django-oauth-toolkit: metadata at the origin root, the endpoints under /o/.

@@ -5,7 +5,7 @@ import sys
 import pytest
 from django.test import override_settings
 
-from taproot_site.oauth import checks
+from oauth import checks
 from tests import live_server
 from tests.live_server import ROOT
 

@@ -3,7 +3,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from taproot_site.oauth.cleanup import delete_stale_registered_clients
+from oauth.cleanup import delete_stale_registered_clients
 
 
 class Command(BaseCommand):

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 from django.http import HttpRequest, HttpResponse
 from django.http.request import RawPostDataException
 
-from taproot_site.oauth.throttle import client_ip
+from oauth.throttle import client_ip
 
 logger = logging.getLogger("taproot.oauth.requests")
 

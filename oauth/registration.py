@@ -21,8 +21,8 @@ from oauth2_provider.views import (
     DynamicClientRegistrationView,
 )
 
-from taproot_site.oauth import throttle
-from taproot_site.oauth.redirects import redirect_uris_problem
+from oauth import throttle
+from oauth.redirects import redirect_uris_problem
 
 logger = logging.getLogger("taproot.oauth")
 

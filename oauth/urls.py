@@ -9,9 +9,9 @@ introspection (the /mcp token check reads the database directly), no application
 from django.urls import path
 from oauth2_provider import views as oauth2_views
 
-from taproot_site.oauth.authorization import AuthorizationView
-from taproot_site.oauth.codes import TokenView
-from taproot_site.oauth.registration import RegistrationManagementView, RegistrationView
+from oauth.authorization import AuthorizationView
+from oauth.codes import TokenView
+from oauth.registration import RegistrationManagementView, RegistrationView
 
 app_name = "oauth2_provider"
 

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core import checks
 
-from taproot_site.oauth.redirects import is_loopback_http
+from oauth.redirects import is_loopback_http
 
 
 @checks.register(checks.Tags.security)

@@ -17,7 +17,7 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidRequestError
 
-from taproot_site.oauth.resource import ForeignResource, bind_to_mcp
+from oauth.resource import ForeignResource, bind_to_mcp
 
 # BASE64URL(SHA256(verifier)) without padding is always 43 characters (RFC 7636 §4.2).
 S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")

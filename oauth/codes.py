@@ -27,7 +27,7 @@ from oauth2_provider.models import (
 )
 from oauthlib.oauth2.rfc6749.errors import InvalidGrantError
 
-from taproot_site.oauth.models import ExchangedCode
+from oauth.models import ExchangedCode
 
 logger = logging.getLogger("taproot.oauth")
 

@@ -10,9 +10,9 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.common import Request
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
-from taproot_site.oauth import codes
-from taproot_site.oauth.redirects import is_loopback_http
-from taproot_site.oauth.resource import ForeignResource, bind_to_mcp
+from oauth import codes
+from oauth.redirects import is_loopback_http
+from oauth.resource import ForeignResource, bind_to_mcp
 
 
 def invalid_target(exc: ForeignResource, request: Request) -> CustomOAuth2Error:

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_vary_headers
 
-from taproot_site.oauth.redirects import LOOPBACK_HOSTS
+from oauth.redirects import LOOPBACK_HOSTS
 
 CORS_PATHS = frozenset({"/o/register/", "/o/token/", "/o/revoke_token/"})
 PREFLIGHT_MAX_AGE = "600"
