@@ -41,7 +41,7 @@ def unavailable_reason() -> str | None:
     """Why the HTTP benchmark cannot run in this checkout, or None."""
     needed = [
         ROOT / "mcp_bridge" / "server.py",
-        ROOT / "mcp_bridge" / "management" / "commands" / "issue_token.py",
+        ROOT / "oauth" / "management" / "commands" / "issue_token.py",
     ]
     missing = [str(p.relative_to(ROOT)) for p in needed if not p.exists()]
     if missing:

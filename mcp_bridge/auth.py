@@ -29,19 +29,11 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from pydantic import AnyHttpUrl, PrivateAttr
 
 from mcp_bridge.database import run_sync
+from oauth.resource import MCP_SCOPE, is_mcp_resource, mcp_resource_url
 
-MCP_SCOPE = "mcp"
 CLIENT_NAME_CLAIM = "taproot_client_name"
 # Far longer than any token django-oauth-toolkit issues; anything longer is not ours.
 MAX_TOKEN_LENGTH = 512
-
-
-def normalised_resource(url: str) -> str:
-    return url.strip().rstrip("/")
-
-
-def mcp_resource_url() -> str:
-    return normalised_resource(settings.TAPROOT_MCP_URL)
 
 
 def token_checksum(raw_token: str) -> str:
@@ -51,10 +43,7 @@ def token_checksum(raw_token: str) -> str:
 
 def is_for_this_server(resources: Any) -> bool:
     """True when the token's RFC 8707 resource list names this server's /mcp URL exactly."""
-    if not isinstance(resources, list):
-        return False
-    wanted = mcp_resource_url()
-    return any(isinstance(r, str) and normalised_resource(r) == wanted for r in resources)
+    return isinstance(resources, list) and any(is_mcp_resource(r) for r in resources)
 
 
 class UserAccessToken(AccessToken):

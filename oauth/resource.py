@@ -2,7 +2,7 @@
 
 Every grant and token is bound to exactly that URL (RFC 8707), so /mcp never receives a
 token it must refuse. A request without `resource` gets it; any other value is refused
-with `invalid_target`.
+with `invalid_target`. /mcp's token check (mcp_bridge.auth) compares by the same rule.
 """
 
 from collections.abc import Iterable
@@ -10,6 +10,9 @@ from collections.abc import Iterable
 from django.conf import settings
 
 from memories.validation import shown
+
+# The one scope (OAUTH2_PROVIDER's SCOPES in settings): what /mcp requires of a token.
+MCP_SCOPE = "mcp"
 
 
 class ForeignResource(ValueError):
@@ -24,6 +27,7 @@ class ForeignResource(ValueError):
 
 
 def mcp_resource_url() -> str:
+    """This server's /mcp URL, as every grant and token names it."""
     return settings.TAPROOT_MCP_URL
 
 

@@ -1,10 +1,12 @@
 """Who may call /mcp: only a live token of an active user, issued for exactly this /mcp URL."""
 
 from datetime import timedelta
+from io import StringIO
 from typing import Any
 
 import httpx2
 import pytest
+from django.core.management import call_command
 
 from mcp_bridge.auth import find_access_token, is_for_this_server
 from tests.mcp.tokens import (
@@ -47,6 +49,17 @@ def test_a_valid_token_opens_the_endpoint(server, mcp_url, user, token_for):
     response = post_initialize(mcp_url, f"Bearer {token_for(user)}")
     assert response.status_code == 200
     assert response.json()["result"]["serverInfo"]["name"] == "taproot"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.server
+def test_the_issued_token_works_against_the_server(user, settings, mcp_url, connect):
+    """A token from `manage.py issue_token` (tested in tests/oauth) opens /mcp."""
+    settings.TAPROOT_MCP_URL = mcp_url
+    out = StringIO()
+    call_command("issue_token", user="alice", stdout=out, stderr=StringIO())
+    raw = out.getvalue().strip()
+    assert connect(raw).reply("taproot_status")["live_memories"] == 0
 
 
 @pytest.mark.django_db(transaction=True)

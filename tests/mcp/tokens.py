@@ -17,8 +17,8 @@ from oauth2_provider.models import (
 
 
 def make_application(*, name: str = "Test client", user: Any = None, **overrides: Any) -> Any:
-    """A registered client. Its secret is kept unhashed unless asked (hashing costs about
-    half a second, and these tests never present the secret)."""
+    """A registered client. Its secret is kept unhashed unless asked: these tests never
+    present it."""
     Application = get_application_model()
     values: dict[str, Any] = {
         "name": name,

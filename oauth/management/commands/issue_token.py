@@ -4,9 +4,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from mcp_bridge.auth import mcp_resource_url
-from mcp_bridge.tokens import issue_access_token
 from memories.validation import shown
+from oauth.resource import mcp_resource_url
+from oauth.tokens import issue_access_token
 
 MAX_DAYS = 366
 

@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_bridge.auth import find_access_token
-from mcp_bridge.tokens import LOCAL_APPLICATION_NAME
+from oauth.tokens import LOCAL_APPLICATION_NAME
 
 
 def issue(**options):
@@ -49,11 +49,3 @@ def test_unknown_inactive_users_and_silly_lifetimes_are_refused(user, django_use
     with pytest.raises(CommandError, match="inactive"):
         issue(user="gone")
     assert not get_access_token_model().objects.exists()
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.server
-def test_the_issued_token_works_against_the_server(user, settings, mcp_url, connect):
-    settings.TAPROOT_MCP_URL = mcp_url
-    raw, _ = issue(user="alice")
-    assert connect(raw).reply("taproot_status")["live_memories"] == 0

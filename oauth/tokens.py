@@ -12,7 +12,7 @@ from oauth2_provider.models import (
     set_token_value,
 )
 
-from mcp_bridge.auth import MCP_SCOPE, mcp_resource_url
+from oauth.resource import MCP_SCOPE, mcp_resource_url
 
 LOCAL_APPLICATION_NAME = "Taproot local token"
 
