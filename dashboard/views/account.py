@@ -9,10 +9,11 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.clients import connected_clients, revoke_client
+from dashboard.clients import connected_clients
 from dashboard.decorators import DashboardRequest, login_required
 from memories.models import Closing
 from memories.services import Export, ExportBusy
+from oauth.clients import revoke_client
 
 CLOSINGS_PAGE_SIZE = 20
 REVOKED_MESSAGE = "Access revoked. The client must ask for your consent again."
