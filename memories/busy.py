@@ -1,7 +1,7 @@
 """When every pooled database connection is lent out.
 
 A request that waits longer than TAPROOT_DB_POOL_TIMEOUT for a connection is answered
-503 with Retry-After, on /mcp (see taproot_site.asgi) and on Django's pages alike: the
+503 with Retry-After, on /mcp (by the ASGI entry point) and on Django's pages alike: the
 server is busy rather than broken, and a client that tries again shortly gets through.
 """
 

@@ -1,7 +1,7 @@
-"""Taproot's OAuth 2.1 authorization server for its own /mcp resource.
+"""Taproot's OAuth 2.1 authorization server for its one protected resource, /mcp.
 
-django-oauth-toolkit does the protocol; this package configures and hardens it: the
-redirect allowlist, registration throttling and the shape of registration replies, the
-one resource every grant and token is bound to, the consent page's context, a request
-log, system checks and the cleanup of stale registered clients.
+django-oauth-toolkit speaks the protocol; this app holds what Taproot adds to it:
+registration, consent and authorization-code rules, the one resource-URL rule (which
+/mcp's token check uses too), the clients and tokens a user has (listing and revoking
+them, issuing local tokens) and the cleanup of stale registered clients.
 """
