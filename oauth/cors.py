@@ -8,27 +8,22 @@ any origin already. Remote origins get no CORS headers at all.
 """
 
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_vary_headers
 
-from oauth.redirects import LOOPBACK_HOSTS
+from oauth.redirects import loopback_parts
 
 CORS_PATHS = frozenset({"/o/register/", "/o/token/", "/o/revoke_token/"})
 PREFLIGHT_MAX_AGE = "600"
 
 
 def is_loopback_origin(origin: str) -> bool:
-    try:
-        parts = urlsplit(origin)
-        parts.port  # noqa: B018  (raises on a malformed port)
-    except ValueError:
-        return False
+    parts = loopback_parts(origin)
     return (
-        parts.scheme in {"http", "https"}
-        and parts.hostname in LOOPBACK_HOSTS
+        parts is not None
+        and parts.scheme in {"http", "https"}
         and not (parts.path or parts.query or parts.fragment or parts.username)
     )
 

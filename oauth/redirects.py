@@ -6,7 +6,7 @@ allowed only when TAPROOT_ALLOW_LOOPBACK_CLIENTS is on. An operator can add exac
 with TAPROOT_EXTRA_REDIRECT_URIS.
 """
 
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 
@@ -24,15 +24,21 @@ def allowed_redirect_uris() -> tuple[str, ...]:
     return (*CLAUDE_CALLBACKS, *settings.TAPROOT_EXTRA_REDIRECT_URIS)
 
 
-def is_loopback_http(uri: str) -> bool:
+def loopback_parts(uri: str) -> SplitResult | None:
+    """The parts of a well-formed URI on a loopback host, or None for any other."""
     try:
         parts = urlsplit(uri)
         parts.port  # noqa: B018  (raises on a malformed port)
     except ValueError:
-        return False
+        return None
+    return parts if parts.hostname in LOOPBACK_HOSTS else None
+
+
+def is_loopback_http(uri: str) -> bool:
+    parts = loopback_parts(uri)
     return (
-        parts.scheme == "http"
-        and parts.hostname in LOOPBACK_HOSTS
+        parts is not None
+        and parts.scheme == "http"
         and parts.username is None
         and parts.password is None
     )

@@ -74,6 +74,14 @@ def metadata_problem(data: dict[str, Any]) -> JsonResponse | None:
     return None
 
 
+def _registrable_metadata(request: HttpRequest) -> dict[str, Any] | JsonResponse:
+    """The client metadata a registration request sends, or the error that refuses it."""
+    data = _metadata(request)
+    if data is None:
+        return _error("invalid_client_metadata", "The request body must be a JSON object.")
+    return metadata_problem(data) or data
+
+
 def _public_url(path: str) -> str:
     return f"{settings.TAPROOT_PUBLIC_URL}{path}"
 
@@ -108,12 +116,9 @@ class RegistrationView(DynamicClientRegistrationView):  # type: ignore[misc]
         refusal = _throttled(request)
         if refusal:
             return refusal
-        data = _metadata(request)
-        if data is None:
-            return _error("invalid_client_metadata", "The request body must be a JSON object.")
-        refusal = metadata_problem(data)
-        if refusal:
-            return refusal
+        data = _registrable_metadata(request)
+        if isinstance(data, JsonResponse):
+            return data
         response: HttpResponse = super().post(request, *args, **kwargs)
         if response.status_code != 201:
             return response
@@ -157,12 +162,9 @@ class RegistrationManagementView(DynamicClientRegistrationManagementView):  # ty
         auth = self._authenticate_registration_request(request, client_id)
         if isinstance(auth, HttpResponse):
             return auth
-        data = _metadata(request)
-        if data is None:
-            return _error("invalid_client_metadata", "The request body must be a JSON object.")
-        refusal = metadata_problem(data)
-        if refusal:
-            return refusal
+        data = _registrable_metadata(request)
+        if isinstance(data, JsonResponse):
+            return data
         return _with_public_registration_uri(super().put(request, client_id, *args, **kwargs))
 
 
