@@ -8,7 +8,6 @@ an active user whose `resource` names this server's /mcp URL exactly.
 
 import contextvars
 import functools
-import hashlib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,15 +29,11 @@ from pydantic import AnyHttpUrl, PrivateAttr
 
 from mcp_bridge.database import run_sync
 from oauth.resource import MCP_SCOPE, is_mcp_resource, mcp_resource_url
+from oauth.tokens import token_checksum
 
 CLIENT_NAME_CLAIM = "taproot_client_name"
 # Far longer than any token django-oauth-toolkit issues; anything longer is not ours.
 MAX_TOKEN_LENGTH = 512
-
-
-def token_checksum(raw_token: str) -> str:
-    """The lookup key django-oauth-toolkit stores for a token (sha256 of the raw value)."""
-    return hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
 
 
 def is_for_this_server(resources: Any) -> bool:

@@ -11,7 +11,6 @@ Exchanges of one code that race each other end the same way, wherever they meet:
 one gets tokens, and they are revoked.
 """
 
-import hashlib
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from oauth2_provider.models import (
 from oauthlib.oauth2.rfc6749.errors import InvalidGrantError
 
 from oauth.models import ExchangedCode
+from oauth.tokens import token_checksum
 
 logger = logging.getLogger("taproot.oauth")
 
@@ -64,13 +64,9 @@ def grant_still_there(request: Any) -> Iterator[None]:
         raise InvalidGrantError(request=request) from None
 
 
-def checksum(raw: str) -> str:
-    return hashlib.sha256(raw.encode()).hexdigest()
-
-
 def already_exchanged(code: str, application: Any) -> bool:
     return ExchangedCode.objects.filter(
-        code_checksum=checksum(code), application=application
+        code_checksum=token_checksum(code), application=application
     ).exists()
 
 
@@ -79,18 +75,18 @@ def record_exchange(code: str, application: Any, token: dict[str, Any]) -> None:
     transaction that saved them, so a code is never used without its record."""
     access_token = (
         get_access_token_model()
-        .objects.filter(token_checksum=checksum(token["access_token"]))
+        .objects.filter(token_checksum=token_checksum(token["access_token"]))
         .first()
     )
     refresh_token = (
         get_refresh_token_model()
-        .objects.filter(token_checksum=checksum(token["refresh_token"]), revoked__isnull=True)
+        .objects.filter(token_checksum=token_checksum(token["refresh_token"]), revoked__isnull=True)
         .first()
         if token.get("refresh_token")
         else None
     )
     ExchangedCode.objects.create(
-        code_checksum=checksum(code),
+        code_checksum=token_checksum(code),
         application=application,
         access_token=access_token,
         token_family=refresh_token.token_family if refresh_token else None,
@@ -102,7 +98,7 @@ def revoke_what_it_gave(code: str, application: Any) -> bool:
     with transaction.atomic():
         exchanged = (
             ExchangedCode.objects.select_for_update()
-            .filter(code_checksum=checksum(code), application=application)
+            .filter(code_checksum=token_checksum(code), application=application)
             .first()
         )
         if exchanged is None:

@@ -1,5 +1,7 @@
-"""Access tokens for local clients and scripts (no OAuth flow): `manage.py issue_token`."""
+"""Access tokens: the checksum every token is looked up by, and tokens issued outside the
+OAuth flow, for local clients and scripts (`manage.py issue_token`)."""
 
+import hashlib
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -15,6 +17,12 @@ from oauth2_provider.models import (
 from oauth.resource import MCP_SCOPE, mcp_resource_url
 
 LOCAL_APPLICATION_NAME = "Taproot local token"
+
+
+def token_checksum(raw: str) -> str:
+    """The lookup key django-oauth-toolkit stores for a token (sha256 of the raw value);
+    ExchangedCode keys authorization codes the same way."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
 def local_application(user: Any) -> Any:
