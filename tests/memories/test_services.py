@@ -1,4 +1,5 @@
-"""What memories.services promises every interface: one return convention, one package."""
+"""What memories.services promises every interface: one return convention, one package.
+And the layering around it: no app imports the project package, taproot_site."""
 
 import ast
 import json
@@ -14,7 +15,14 @@ from tests.conftest import NOW
 pytestmark = pytest.mark.django_db
 
 # The interfaces: they call memories.services and nothing below it.
-INTERFACES = ("mcp_bridge", "dashboard", "memories/admin.py", "memories/management", "bench")
+INTERFACES = (
+    "mcp_bridge",
+    "oauth",
+    "dashboard",
+    "memories/admin.py",
+    "memories/management",
+    "bench",
+)
 
 
 def _sources(place: str) -> list[Path]:
@@ -56,6 +64,20 @@ def test_nothing_outside_the_services_imports_their_private_modules():
         if module.startswith("memories.services._")
     ]
     assert private == []
+
+
+def test_no_app_imports_the_project_package():
+    # taproot_site puts the apps together (settings, routes, the ASGI entry point); an
+    # app that imported it would depend on the whole.
+    upward = [
+        f"{path.relative_to(settings.BASE_DIR)}: {module}"
+        for place in ("memories", "mcp_bridge", "oauth", "dashboard", "bench")
+        for path in _sources(place)
+        for module in _imported_modules(path)
+        if module == "taproot_site" or module.startswith("taproot_site.")
+    ]
+    assert _sources("oauth")  # the walk finds the apps
+    assert upward == []
 
 
 def _restore_an_edit(user, memory):
