@@ -1,0 +1,2 @@
+"""The schema of memories, migration by migration (generated; data migrations written by
+hand say what they do)."""

@@ -1,0 +1,1 @@
+"""The operator's OAuth commands (manage.py): see oauth.management.commands."""

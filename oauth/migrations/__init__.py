@@ -1,0 +1,1 @@
+"""The schema of the oauth app (label taproot_oauth), migration by migration."""

@@ -1,0 +1,1 @@
+"""Tests of the Django admin (memories/admin.py)."""

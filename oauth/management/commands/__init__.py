@@ -1,0 +1,2 @@
+"""manage.py commands for OAuth: issue a local access token, clean up stale registered
+clients."""
