@@ -232,19 +232,26 @@ def optional_text(value: Any, *, field: str, limit: int = MAX_REFERENCE) -> str 
     return check_length(value.strip(), field=field, limit=limit)
 
 
+def json_list(text: str) -> list[Any] | None:
+    """The list a stripped text holds as a JSON array, or None when it holds none."""
+    if not text.startswith("["):
+        return None
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: arrays nested too deep
+        return None
+    return parsed if isinstance(parsed, list) else None
+
+
 def parse_list_argument(value: Any) -> list[Any]:
     """A list as models send it: a real list, a JSON-encoded list, or one bare string."""
     if isinstance(value, list | tuple):
         return list(value)
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("["):
-            try:
-                parsed = json.loads(text)
-            except (ValueError, RecursionError):  # RecursionError: arrays nested too deep
-                parsed = None
-            if isinstance(parsed, list):
-                return parsed
+        parsed = json_list(text)
+        if parsed is not None:
+            return parsed
         return [value] if text else []
     raise InvalidInput("expected a list of strings")
 

@@ -6,7 +6,6 @@ both call it; `normalise_stored` is the bulk pass over a user's stored memories 
 """
 
 import copy
-import json
 import re
 import uuid
 from collections import Counter
@@ -24,13 +23,12 @@ from memories.indexing import Vectors, normalised_hash, refresh_hashes, vectors_
 from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.snapshots import take_snapshot
-from memories.validation import MAX_GIST
+from memories.validation import MAX_GIST, json_list
 from memories.vocabulary import (
-    CATEGORY_VALUES,
     EPISTEMIC_VALUES,
-    LEGACY_CATEGORIES,
     NUMERIC_SALIENCE,
     SALIENCE_VALUES,
+    home_category,
     last_touch_of,
     whole_number,
 )
@@ -61,12 +59,7 @@ def auto_gist(content: str) -> str:
 
 
 def normalise_category(value: Any) -> str:
-    folded = value.strip().lower() if isinstance(value, str) else ""
-    if folded in CATEGORY_VALUES:
-        return folded
-    if folded in LEGACY_CATEGORIES:
-        return LEGACY_CATEGORIES[folded]
-    return Category.ERROR.value
+    return home_category(value) if isinstance(value, str) else Category.ERROR.value
 
 
 def normalise_salience(value: Any) -> str:
@@ -94,14 +87,9 @@ def normalise_list(value: Any) -> list[str]:
         text = value.strip()
         if not text:
             return []
-        items: Any = [value]
-        if text.startswith("["):
-            try:
-                parsed = json.loads(text)
-            except (ValueError, RecursionError):  # RecursionError: arrays nested too deep
-                parsed = None
-            if isinstance(parsed, list):
-                items = parsed
+        items: Any = json_list(text)
+        if items is None:
+            items = [value]
     elif isinstance(value, list | tuple):
         items = value
     else:
