@@ -290,12 +290,7 @@ class _Builder:
         """Exactly `dumps(self.payload(layout, tokens))`, from the pieces serialised once."""
         parts = self.parts(layout)
         out = ['{"status":"ok","usage_note":', _USAGE_JSON, ',"core_memories":{']
-        out.append(
-            ",".join(
-                f'"{category}":[' + ",".join(self.full_json[i] for i in indices) + "]"
-                for category, indices in parts.core_groups.items()
-            )
-        )
+        out.append(_groups_json(parts.core_groups, self.full_json))
         out.append(f'}},"core_count":{self.core_count}')
         if layout.n_core_lines:
             end = layout.n_full + layout.n_core_lines
@@ -303,12 +298,7 @@ class _Builder:
         if parts.core_omitted:
             out.append(f',"core_omitted":{parts.core_omitted}')
         out.append(',"catalog":{')
-        out.append(
-            ",".join(
-                f'"{category}":[' + ",".join(self.catalog_json[i] for i in indices) + "]"
-                for category, indices in parts.catalog_groups.items()
-            )
-        )
+        out.append(_groups_json(parts.catalog_groups, self.catalog_json))
         out.append(f'}},"catalog_count":{layout.n_catalog}')
         if parts.omitted_counts:
             out += [',"catalog_omitted":', dumps(parts.omitted_counts)]
@@ -495,6 +485,15 @@ class _Builder:
 
 
 _USAGE_JSON = dumps(USAGE_NOTE)
+
+
+def _groups_json(groups: dict[str, list[int]], items_json: list[str]) -> str:
+    """The members of a JSON object of category → list of items, from items serialised
+    once (the braces are the caller's)."""
+    return ",".join(
+        f'"{category}":[' + ",".join(items_json[i] for i in indices) + "]"
+        for category, indices in groups.items()
+    )
 
 
 def _nonzero(counts: dict[str, int]) -> dict[str, int]:
