@@ -47,10 +47,6 @@ def foreign_memory(other_user: Any, make_memory: Callable[..., Memory]) -> Memor
     return make_memory(owner=other_user, gist="Bob's memory", content="Only Bob may see this.")
 
 
-def stored(memory: Memory) -> Memory:
-    return Memory.objects.get(pk=memory.pk)
-
-
 def downloaded(response: HttpResponseBase) -> bytes:
     """The whole body of a streamed download, read as an ASGI server reads it."""
     assert response.streaming and response.is_async  # type: ignore[attr-defined]

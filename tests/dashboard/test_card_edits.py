@@ -7,7 +7,8 @@ import pytest
 from django.utils import timezone
 
 from memories.models import ChangeSource, Memory, Revision
-from tests.dashboard.conftest import htmx, stored
+from tests.dashboard.conftest import htmx
+from tests.store import stored, stored_columns
 
 pytestmark = pytest.mark.django_db
 
@@ -33,10 +34,6 @@ def only_revision(memory):
     return revisions[0]
 
 
-def every_field(memory):
-    return {f.attname: getattr(memory, f.attname) for f in Memory._meta.concrete_fields}
-
-
 @pytest.mark.parametrize(
     ("action", "data", "archived", "changed"),
     [
@@ -58,11 +55,11 @@ def test_each_edit_changes_exactly_its_fields_keeps_one_revision_and_refreshes_t
         archived_at=timezone.now() - timedelta(days=1) if archived else None,
         archive_reason="stale" if archived else None,
     )
-    before = every_field(memory)
+    before = stored_columns(memory)
 
     response = logged_in.post(url(memory, action), data, **htmx())
 
-    after = every_field(stored(memory))
+    after = stored_columns(memory)
     assert response.status_code == 200
     assert {name for name in before if before[name] != after[name]} == changed
     revision = only_revision(memory)

@@ -6,7 +6,8 @@ import pytest
 
 from memories.models import ChangeSource, Revision
 from memories.services import archive, edit_gist, set_curation
-from tests.dashboard.conftest import htmx, stored
+from tests.dashboard.conftest import htmx
+from tests.store import stored
 
 pytestmark = pytest.mark.django_db
 

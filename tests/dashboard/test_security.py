@@ -10,7 +10,8 @@ from django.urls import resolve, reverse
 
 from memories.models import ChangeSource, Memory, Revision
 from memories.services import close, edit_gist
-from tests.dashboard.conftest import XSS, htmx, stored
+from tests.dashboard.conftest import XSS, htmx
+from tests.store import stored
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 
 from memories.models import ChangeSource, DismissedSuggestion, Memory, Revision
-from tests.dashboard.conftest import XSS, htmx, stored
+from tests.dashboard.conftest import XSS, htmx
+from tests.store import stored
 
 pytestmark = pytest.mark.django_db
 

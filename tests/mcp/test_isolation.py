@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from memories.models import Closing, Memory, Revision, Snapshot
+from tests.store import unchanged
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
 
@@ -62,23 +63,24 @@ def test_alices_token_never_touches_bobs_memories(eras, bob_store, user, other_u
         recalled = mcp.reply("taproot_recall", {"category": "identity", "limit": 50})
         assert all(r["id"] not in bob_ids for r in recalled["results"])
         # Changing.
-        for memory_id in bob_ids:
-            mcp.refusal("taproot_promote", {"memory_id": memory_id, "core": False})
+        with unchanged(mcp.mode):
+            for memory_id in bob_ids:
+                mcp.refusal("taproot_promote", {"memory_id": memory_id, "core": False})
+                mcp.refusal(
+                    "taproot_remember",
+                    {"update_id": memory_id, "category": "episodic", "content": "Overwritten."},
+                )
+                for action in ("archive", "unarchive", "delete"):
+                    mcp.refusal("taproot_forget", {"action": action, "memory_id": memory_id})
             mcp.refusal(
-                "taproot_remember",
-                {"update_id": memory_id, "category": "episodic", "content": "Overwritten."},
+                "taproot_forget",
+                {
+                    "action": "compress",
+                    "ids": [str(mine.pk), bob_store["catalog"]],
+                    "content": "Merged.",
+                    "gist": "Merged",
+                },
             )
-            for action in ("archive", "unarchive", "delete"):
-                mcp.refusal("taproot_forget", {"action": action, "memory_id": memory_id})
-        mcp.refusal(
-            "taproot_forget",
-            {
-                "action": "compress",
-                "ids": [str(mine.pk), bob_store["catalog"]],
-                "content": "Merged.",
-                "gist": "Merged",
-            },
-        )
         linked = mcp.reply(
             "taproot_remember",
             {

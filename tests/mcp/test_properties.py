@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.mcp.client import decode
-from tests.mcp.store import store_state
+from tests.store import store_state
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
 

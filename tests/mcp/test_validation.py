@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from tests.mcp.store import store_state
+from tests.store import unchanged
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
 
@@ -32,10 +32,9 @@ def ids(make_memory: Any, other_user: Any) -> dict[str, str]:
 def assert_refused(eras: list[Any], tool: str, cases: list[tuple[dict[str, Any], str]]) -> None:
     for mcp in eras:
         for arguments, expected in cases:
-            before = store_state()
-            message = mcp.refusal(tool, arguments)
+            with unchanged((mcp.mode, arguments)):
+                message = mcp.refusal(tool, arguments)
             assert expected in message, (mcp.mode, arguments, message)
-            assert store_state() == before, (mcp.mode, arguments)
 
 
 def test_remember_refusals(eras, ids):

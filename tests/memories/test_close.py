@@ -7,6 +7,7 @@ from memories.errors import InvalidInput
 from memories.models import Closing
 from memories.services import close, reflect
 from tests.conftest import NOW
+from tests.store import unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -63,13 +64,13 @@ def test_the_reflection_limit_counts_the_trimmed_text(user):
 
 
 @pytest.mark.parametrize("reflection", [None, "", "   \n\t", 7, "r" * 10_001])
-def test_blank_or_oversized_reflections_are_refused(user, unchanged, reflection):
+def test_blank_or_oversized_reflections_are_refused(user, reflection):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         close(owner=user, reflection=reflection)
     assert "reflection" in refused.value.message
 
 
-def test_titles_over_200_characters_are_refused(user, unchanged):
+def test_titles_over_200_characters_are_refused(user):
     assert close(owner=user, reflection="ok", conversation_title="t" * 200)["status"] == "ok"
     with unchanged(), pytest.raises(InvalidInput) as refused:
         close(owner=user, reflection="ok", conversation_title="t" * 201)

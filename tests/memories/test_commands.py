@@ -9,6 +9,7 @@ from django.core.management.base import CommandError
 from memories.models import Closing, Memory, Snapshot
 from tests.conftest import NOW
 from tests.memories.exports import whole_document
+from tests.store import unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +68,7 @@ def test_an_unknown_user_is_a_clear_error(user):
         ("export_taproot", "--user", "nobody"),
         ("import_taproot", str(FIXTURE), "--user", "nobody"),
     ):
-        with pytest.raises(CommandError, match="No account is named 'nobody'"):
+        with unchanged(command), pytest.raises(CommandError, match="No account is named 'nobody'"):
             run(*command)
 
 
@@ -81,7 +82,7 @@ def test_import_taproot_reads_the_original_backup(user):
 
 
 def test_import_taproot_refuses_an_unreadable_file(user, tmp_path):
-    with pytest.raises(CommandError, match="Cannot read"):
+    with unchanged(), pytest.raises(CommandError, match="Cannot read"):
         run("import_taproot", str(tmp_path / "missing.json"), "--user", "alice")
 
 
@@ -89,7 +90,7 @@ def test_import_taproot_refuses_a_bad_file_and_changes_nothing(user, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('[{"id": "nope", "content": "x"}]')
 
-    with pytest.raises(CommandError, match="not a UUID"):
+    with unchanged(), pytest.raises(CommandError, match="not a UUID"):
         run("import_taproot", str(bad), "--user", "alice")
 
     assert not Memory.objects.exists()
@@ -167,5 +168,5 @@ def test_restore_snapshot_puts_records_back(user, make_memory):
 
 @pytest.mark.parametrize("snapshot_id", ["12345", "abc"])
 def test_restore_snapshot_refuses_an_unknown_id(user, snapshot_id):
-    with pytest.raises(CommandError, match="snapshot"):
+    with unchanged(), pytest.raises(CommandError, match="snapshot"):
         run("restore_snapshot", snapshot_id)

@@ -9,6 +9,7 @@ from memories.errors import InvalidInput
 from memories.models import Memory
 from memories.services import forget, promote, recall, remember
 from tests.conftest import NOW
+from tests.store import unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +55,7 @@ def test_remember_update_id_takes_a_prefix(user, store):
     assert Memory.objects.get(pk=B).gist == "Beta, renamed"
 
 
-def test_remember_refuses_an_ambiguous_update_id_naming_the_candidates(user, store, unchanged):
+def test_remember_refuses_an_ambiguous_update_id_naming_the_candidates(user, store):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         remember(owner=user, update_id="a002ab76", gist="Which one?", now=NOW)
     assert str(A) in refused.value.message and str(A_TWIN) in refused.value.message
@@ -80,7 +81,7 @@ def test_promote_memory_id_takes_a_prefix(user, store):
     assert Memory.objects.get(pk=C).core is True
 
 
-def test_promote_refuses_an_unknown_prefix(user, store, unchanged):
+def test_promote_refuses_an_unknown_prefix(user, store):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         promote(owner=user, memory_id="deadbeef", core=True, now=NOW)
     assert "No memory of yours has an id starting with 'deadbeef'" in refused.value.message
@@ -111,7 +112,7 @@ def test_compress_ids_take_prefixes_and_skip_an_ambiguous_one_with_a_warning(use
     assert any("'a002ab76' matches 2 of your memories" in w for w in reply["warnings"])
 
 
-def test_compress_refuses_when_skipping_leaves_fewer_than_two(user, store, unchanged):
+def test_compress_refuses_when_skipping_leaves_fewer_than_two(user, store):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         forget(
             owner=user,

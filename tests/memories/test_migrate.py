@@ -14,15 +14,11 @@ from memories.services.normalise import (
     normalise_salience,
 )
 from tests.conftest import NOW
+from tests.store import stored_columns
 
 pytestmark = pytest.mark.django_db
 
 LATER = NOW + timedelta(days=2)
-
-
-def stored(memory):
-    fresh = Memory.objects.get(pk=memory.pk)
-    return {f.attname: getattr(fresh, f.attname) for f in Memory._meta.concrete_fields}
 
 
 @pytest.mark.parametrize(
@@ -214,11 +210,11 @@ def test_content_updated_at_and_last_touch_are_never_changed(make_memory, user):
         updated_at=NOW - timedelta(days=100),
         last_retrieved=NOW - timedelta(days=10),
     )
-    before = stored(memory)
+    before = stored_columns(memory)
 
     migrate(owner=user, now=LATER)
 
-    after = stored(memory)
+    after = stored_columns(memory)
     assert after["content"] == before["content"]
     assert after["updated_at"] == before["updated_at"]
     assert after["last_touched_at"] == NOW - timedelta(days=10)
@@ -265,7 +261,7 @@ def test_a_second_run_changes_nothing_and_writes_no_snapshot(make_memory, user):
     make_memory(category="event", gist="", tags='["a"]')
     make_memory(salience="1")
     migrate(owner=user, now=LATER)
-    state = [stored(m) for m in Memory.objects.all()]
+    state = [stored_columns(m) for m in Memory.objects.all()]
     snapshots, revisions = Snapshot.objects.count(), Revision.objects.count()
 
     reply = migrate(owner=user, now=LATER + timedelta(hours=1))
@@ -273,14 +269,14 @@ def test_a_second_run_changes_nothing_and_writes_no_snapshot(make_memory, user):
     assert (reply["migrated"], reply["already_migrated"], reply["total"]) == (0, 2, 2)
     assert reply["snapshot_id"] is None
     assert "nothing changed" in reply["message"]
-    assert [stored(m) for m in Memory.objects.all()] == state
+    assert [stored_columns(m) for m in Memory.objects.all()] == state
     assert (Snapshot.objects.count(), Revision.objects.count()) == (snapshots, revisions)
 
 
 def test_a_dry_run_reports_what_would_change_and_changes_nothing(make_memory, user):
     memory = make_memory(category="event", salience="3", gist="", tags="solo")
     make_memory()
-    before = stored(memory)
+    before = stored_columns(memory)
 
     reply = migrate(owner=user, dry_run=True, now=LATER)
 
@@ -289,7 +285,7 @@ def test_a_dry_run_reports_what_would_change_and_changes_nothing(make_memory, us
     assert reply["snapshot_id"] is None
     assert reply["category_counts_after"] == {"episodic": 2}
     assert "Nothing was changed" in reply["message"]
-    assert stored(memory) == before
+    assert stored_columns(memory) == before
     assert not Snapshot.objects.exists()
     assert not Revision.objects.exists()
 

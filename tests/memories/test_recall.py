@@ -14,6 +14,7 @@ from memories.models import Memory, Revision
 from memories.services import recall, record_reflect
 from tests.conftest import NOW
 from tests.memories.conftest import forget_sqlite_statistics
+from tests.store import unchanged
 
 # Written for the seed relevance profile (SPEC §3); the taproot profile has its own.
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seed_profile")]
@@ -152,14 +153,14 @@ def test_a_long_query_is_fine_and_an_enormous_one_refused(user, make_memory):
     make_memory(gist="Garden")
     words = " ".join(f"w{i}" for i in range(1200))
     assert recall(owner=user, query=f"garden {words}"[:10_000], now=LATER)["count"] == 1
-    with pytest.raises(InvalidInput) as refused:
+    with unchanged(), pytest.raises(InvalidInput) as refused:
         recall(owner=user, query="garden " + "x" * 10_000, now=LATER)
     assert "10,000" in refused.value.message
     assert Memory.objects.get().retrieval_count == 1
 
 
 def test_a_query_that_is_not_text_is_refused(user):
-    with pytest.raises(InvalidInput):
+    with unchanged(), pytest.raises(InvalidInput):
         recall(owner=user, query=["garden"], now=LATER)
 
 
@@ -182,7 +183,7 @@ def test_limit_applies_after_ranking(user, make_memory):
 
 
 @pytest.mark.parametrize("limit", [0, 51, -1, "many", 2.5, True, "²", "٣", "9" * 5000, " "])
-def test_limit_outside_1_to_50_is_refused(user, make_memory, unchanged, limit):
+def test_limit_outside_1_to_50_is_refused(user, make_memory, limit):
     make_memory()
     with unchanged(), pytest.raises(InvalidInput) as refused:
         recall(owner=user, limit=limit, now=LATER)
@@ -228,7 +229,7 @@ def test_ids_accept_a_json_encoded_list_and_a_bare_id(user, make_memory):
     assert ids_of(recall(owner=user, ids=str(a.pk), now=LATER)) == [str(a.pk)]
 
 
-def test_at_most_50_ids_are_accepted(user, unchanged):
+def test_at_most_50_ids_are_accepted(user):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         recall(owner=user, ids=[str(uuid.uuid4()) for _ in range(51)], now=LATER)
     assert "50" in refused.value.message
@@ -279,7 +280,7 @@ def test_a_recall_by_ids_that_finds_them_all_costs_no_extra_query(user, make_mem
     assert len(one_missing) == len(found_all) + 1
 
 
-def test_a_list_of_ids_that_is_not_a_list_is_still_refused(user, unchanged):
+def test_a_list_of_ids_that_is_not_a_list_is_still_refused(user):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         recall(owner=user, ids={"id": "x"}, now=LATER)
     assert refused.value.message.startswith("ids must be a list of memory ids")
@@ -310,7 +311,7 @@ def test_category_filter_narrows_and_accepts_legacy_names(user, make_memory):
 
 
 def test_an_unknown_category_filter_is_refused(user):
-    with pytest.raises(InvalidInput) as refused:
+    with unchanged(), pytest.raises(InvalidInput) as refused:
         recall(owner=user, category="diary", now=LATER)
     assert "identity" in refused.value.message
 
@@ -347,7 +348,7 @@ def test_since_keeps_memories_updated_on_or_after_it(user, make_memory):
     ],
 )
 def test_a_malformed_since_is_refused(user, since):
-    with pytest.raises(InvalidInput) as refused:
+    with unchanged(), pytest.raises(InvalidInput) as refused:
         recall(owner=user, since=since, now=LATER)
     assert "ISO" in refused.value.message
 

@@ -15,6 +15,7 @@ from memories.models import Memory, MemoryTag, MemoryToken, MemoryVector, Recall
 from memories.services import archive, recall, remember
 from taproot_site.asgi import build_application
 from tests.conftest import NOW
+from tests.store import unchanged
 
 # Start-up reads the database from a thread of its own: the rows must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -124,7 +125,7 @@ def test_reindex_of_one_user_leaves_the_others_alone(user, other_user, seed_buil
 
 
 def test_reindex_names_an_unknown_user_plainly():
-    with pytest.raises(CommandError, match="No account is named 'nobody'"):
+    with unchanged(), pytest.raises(CommandError, match="No account is named 'nobody'"):
         call_command("reindex_taproot", "--user", "nobody", stdout=StringIO())
 
 

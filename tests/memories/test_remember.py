@@ -9,7 +9,7 @@ from memories.models import ChangeSource, Memory, Revision
 from memories.services import record_reflect, remember
 from memories.vocabulary import TRACKED_FIELDS
 from tests.conftest import NOW
-from tests.memories.conftest import memory_state
+from tests.store import stored_columns, unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +28,8 @@ def create(user, **overrides):
     return remember(**values)
 
 
-def stored(reply) -> Memory:
+def remembered(reply) -> Memory:
+    """The memory a reply of remember names, as the database holds it."""
     return Memory.objects.get(pk=reply["memory_id"])
 
 
@@ -55,7 +56,7 @@ def test_create_stores_every_given_field_and_replies_with_the_spec_shape(user):
     assert reply["action"] == "created"
     assert reply["category"] == "relationship"
     assert reply["core"] is True
-    memory = stored(reply)
+    memory = remembered(reply)
     assert memory.owner == user
     assert memory.salience == "high"
     assert memory.epistemic_status == "observed"
@@ -71,7 +72,7 @@ def test_create_stores_every_given_field_and_replies_with_the_spec_shape(user):
 
 
 def test_create_uses_the_defaults_of_the_spec(user):
-    memory = stored(create(user))
+    memory = remembered(create(user))
     assert memory.salience == "medium"
     assert memory.core is False
     assert memory.epistemic_status == "unvalidated"
@@ -101,7 +102,7 @@ def test_create_keeps_no_revision(user):
 def test_legacy_category_is_coerced_with_a_warning(user, legacy, canonical):
     reply = create(user, category=legacy)
     assert reply["category"] == canonical
-    assert stored(reply).category == canonical
+    assert remembered(reply).category == canonical
     assert len(reply["warnings"]) == 1
     assert canonical in reply["warnings"][0]
 
@@ -116,7 +117,7 @@ def test_category_ignores_case_and_surrounding_spaces_without_warning(user, give
 @pytest.mark.parametrize(("given", "canonical"), [("3", "high"), ("2", "medium"), (1, "low")])
 def test_numeric_salience_is_coerced_with_a_warning(user, given, canonical):
     reply = create(user, salience=given)
-    assert stored(reply).salience == canonical
+    assert remembered(reply).salience == canonical
     assert len(reply["warnings"]) == 1
     assert canonical in reply["warnings"][0]
 
@@ -124,7 +125,7 @@ def test_numeric_salience_is_coerced_with_a_warning(user, given, canonical):
 @pytest.mark.parametrize("given", [" HIGH ", "High", "high"])
 def test_salience_ignores_case_and_spaces(user, given):
     reply = create(user, salience=given)
-    assert stored(reply).salience == "high"
+    assert remembered(reply).salience == "high"
     assert "warnings" not in reply
 
 
@@ -140,9 +141,7 @@ def test_salience_ignores_case_and_spaces(user, given):
         ("epistemic_status", "certain", ["observed", "inferred", "replicated", "contested"]),
     ],
 )
-def test_unknown_enum_values_are_refused_listing_the_allowed_ones(
-    user, unchanged, field, value, allowed
-):
+def test_unknown_enum_values_are_refused_listing_the_allowed_ones(user, field, value, allowed):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, **{field: value})
     for name in allowed:
@@ -150,7 +149,7 @@ def test_unknown_enum_values_are_refused_listing_the_allowed_ones(
 
 
 @pytest.mark.parametrize("gist", [None, "", "   \n"])
-def test_create_without_gist_is_refused_saying_why(user, unchanged, gist):
+def test_create_without_gist_is_refused_saying_why(user, gist):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, gist=gist)
     message = refused.value.message
@@ -159,7 +158,7 @@ def test_create_without_gist_is_refused_saying_why(user, unchanged, gist):
 
 
 @pytest.mark.parametrize("content", [None, "", "  \t\n ", 42])
-def test_blank_or_missing_content_is_refused(user, unchanged, content):
+def test_blank_or_missing_content_is_refused(user, content):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, content=content)
     assert "content" in refused.value.message
@@ -169,7 +168,7 @@ def test_blank_or_missing_content_is_refused(user, unchanged, content):
     "fields",
     [{"content": "a\ud800b"}, {"gist": "g\udfff"}, {"tags": ["\udc00"]}, {"provenance": "\ud83d"}],
 )
-def test_text_with_a_lone_surrogate_is_refused_and_changes_nothing(user, unchanged, fields):
+def test_text_with_a_lone_surrogate_is_refused_and_changes_nothing(user, fields):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, **fields)
     assert "surrogate" in refused.value.message
@@ -177,34 +176,34 @@ def test_text_with_a_lone_surrogate_is_refused_and_changes_nothing(user, unchang
 
 def test_content_up_to_the_limit_is_kept_whole(user):
     text = "x" * 20_000
-    assert stored(create(user, content=text)).content == text
+    assert remembered(create(user, content=text)).content == text
 
 
-def test_content_over_the_limit_is_refused_not_truncated(user, unchanged):
+def test_content_over_the_limit_is_refused_not_truncated(user):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, content="x" * 20_001)
     assert "20,000" in refused.value.message
 
 
-def test_gist_limit_is_300_characters(user, unchanged):
-    assert stored(create(user, gist="g" * 300)).gist == "g" * 300
+def test_gist_limit_is_300_characters(user):
+    assert remembered(create(user, gist="g" * 300)).gist == "g" * 300
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, gist="g" * 301)
     assert "300" in refused.value.message
 
 
 def test_gist_is_trimmed_before_its_length_is_measured(user):
-    assert stored(create(user, gist="\n  " + "g" * 300 + "  ")).gist == "g" * 300
+    assert remembered(create(user, gist="\n  " + "g" * 300 + "  ")).gist == "g" * 300
 
 
 @pytest.mark.parametrize("field", ["tags", "search_keywords"])
-def test_lists_hold_at_most_50_entries_of_at_most_100_characters(user, unchanged, field):
+def test_lists_hold_at_most_50_entries_of_at_most_100_characters(user, field):
     fifty = [f"entry-{i}" for i in range(50)]
-    assert getattr(stored(create(user, **{field: fifty})), field) == fifty
+    assert getattr(remembered(create(user, **{field: fifty})), field) == fifty
     exact = ["k" * 100]
     assert (
         getattr(
-            stored(
+            remembered(
                 create(user, **{field: exact}),
             ),
             field,
@@ -221,30 +220,30 @@ def test_lists_hold_at_most_50_entries_of_at_most_100_characters(user, unchanged
 
 @pytest.mark.parametrize("field", ["tags", "search_keywords"])
 def test_lists_accept_a_json_encoded_array(user, field):
-    memory = stored(create(user, **{field: json.dumps(["alpha", "beta"])}))
+    memory = remembered(create(user, **{field: json.dumps(["alpha", "beta"])}))
     assert getattr(memory, field) == ["alpha", "beta"]
 
 
 @pytest.mark.parametrize("field", ["tags", "search_keywords"])
 def test_a_bare_string_counts_as_a_list_of_one(user, field):
-    memory = stored(create(user, **{field: "alpha beta"}))
+    memory = remembered(create(user, **{field: "alpha beta"}))
     assert getattr(memory, field) == ["alpha beta"]
 
 
-def test_list_entries_that_are_not_strings_are_refused(user, unchanged):
+def test_list_entries_that_are_not_strings_are_refused(user):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, tags=["ok", 3])
     assert "tags" in refused.value.message
 
 
 def test_list_entries_are_trimmed_and_blank_or_repeated_ones_dropped(user):
-    memory = stored(create(user, tags=[" alpha ", "", "alpha", "beta"]))
+    memory = remembered(create(user, tags=[" alpha ", "", "alpha", "beta"]))
     assert memory.tags == ["alpha", "beta"]
 
 
-def test_at_most_50_links_are_accepted(user, make_memory, unchanged):
+def test_at_most_50_links_are_accepted(user, make_memory):
     targets = [str(make_memory().pk) for _ in range(51)]
-    memory = stored(create(user, linked_memories=targets[:50]))
+    memory = remembered(create(user, linked_memories=targets[:50]))
     assert memory.linked_memories == targets[:50]
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, linked_memories=targets)
@@ -253,8 +252,10 @@ def test_at_most_50_links_are_accepted(user, make_memory, unchanged):
 
 def test_links_accept_a_json_encoded_array_and_a_bare_id(user, make_memory):
     target = str(make_memory().pk)
-    assert stored(create(user, linked_memories=json.dumps([target]))).linked_memories == [target]
-    assert stored(create(user, linked_memories=target, content="other")).linked_memories == [target]
+    as_json = remembered(create(user, linked_memories=json.dumps([target])))
+    assert as_json.linked_memories == [target]
+    bare = remembered(create(user, linked_memories=target, content="other"))
+    assert bare.linked_memories == [target]
 
 
 def test_unknown_and_foreign_links_are_dropped_with_a_warning(user, other_user, make_memory):
@@ -262,13 +263,13 @@ def test_unknown_and_foreign_links_are_dropped_with_a_warning(user, other_user, 
     theirs = str(make_memory(owner=other_user).pk)
     made_up = str(uuid.uuid4())
     reply = create(user, linked_memories=[mine, theirs, made_up, "not-an-id"])
-    assert stored(reply).linked_memories == [mine]
+    assert remembered(reply).linked_memories == [mine]
     warning = " ".join(reply["warnings"])
     assert theirs in warning and made_up in warning and "not-an-id" in warning
     assert mine not in warning
 
 
-def test_optional_text_fields_have_a_bound(user, unchanged):
+def test_optional_text_fields_have_a_bound(user):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, provenance="p" * 2_001)
     assert "provenance" in refused.value.message
@@ -304,7 +305,7 @@ def test_no_duplicate_warning_for_archived_or_foreign_or_different_memories(
     assert "warnings" not in reply
 
 
-def test_refused_create_writes_nothing_even_after_valid_fields(user, unchanged):
+def test_refused_create_writes_nothing_even_after_valid_fields(user):
     with unchanged(), pytest.raises(InvalidInput):
         create(user, tags=["fine"], search_keywords=["k" * 101])
 
@@ -324,7 +325,7 @@ def test_update_changes_only_the_fields_given(user, make_memory):
         provenance="origin",
         epistemic_status="observed",
     )
-    before = memory_state(memory)
+    before = stored_columns(memory)
     reply = remember(
         owner=user,
         update_id=str(memory.pk),
@@ -335,7 +336,7 @@ def test_update_changes_only_the_fields_given(user, make_memory):
     assert reply["action"] == "updated"
     assert reply["memory_id"] == str(memory.pk)
     assert reply["core"] is True
-    after = memory_state(memory)
+    after = stored_columns(memory)
     changed = {k for k in after if after[k] != before[k]}
     assert changed == {"content", "content_hash", "updated_at", "last_touched_at"}
     assert after["content"] == "New content"
@@ -359,10 +360,10 @@ def test_an_update_needs_no_category_or_content_and_changes_only_what_it_is_give
     user, make_memory, fields
 ):
     memory = make_memory(category="identity", content="Old", gist="Old gist", tags=["keep"])
-    before = memory_state(memory)
+    before = stored_columns(memory)
     reply = remember(owner=user, update_id=str(memory.pk), now=LATER, **fields)
     assert (reply["action"], reply["memory_id"]) == ("updated", str(memory.pk))
-    after = memory_state(memory)
+    after = stored_columns(memory)
     changed = {name for name in after if after[name] != before[name]}
     bookkeeping = {"updated_at", "last_touched_at", "content_hash", "gist_hash"}
     assert changed - bookkeeping == set(fields)
@@ -371,28 +372,22 @@ def test_an_update_needs_no_category_or_content_and_changes_only_what_it_is_give
     assert list(revisions) == ([tracked] if tracked else [])
 
 
-def test_an_update_with_nothing_to_change_is_refused(user, make_memory, unchanged):
+def test_an_update_with_nothing_to_change_is_refused(user, make_memory):
     memory = make_memory()
-    before = memory_state(memory)
     with unchanged(), pytest.raises(InvalidInput) as refused:
         remember(owner=user, update_id=str(memory.pk), now=LATER)
     assert "Nothing to update" in refused.value.message
-    assert memory_state(memory) == before
 
 
 @pytest.mark.parametrize("missing", ["category", "content"])
-def test_create_without_category_or_content_says_it_is_needed_when_creating(
-    user, unchanged, missing
-):
+def test_create_without_category_or_content_says_it_is_needed_when_creating(user, missing):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         create(user, **{missing: None})
     assert refused.value.message.startswith(f"{missing} is required when creating a memory")
     assert "None" not in refused.value.message
 
 
-def test_an_update_with_blank_content_is_refused_saying_how_to_keep_it(
-    user, make_memory, unchanged
-):
+def test_an_update_with_blank_content_is_refused_saying_how_to_keep_it(user, make_memory):
     memory = make_memory()
     with unchanged(), pytest.raises(InvalidInput) as refused:
         remember(owner=user, update_id=str(memory.pk), content="  ", now=LATER)
@@ -468,13 +463,13 @@ def test_update_moves_updated_at_and_keeps_a_revision_with_the_tool_as_source(us
     assert (revision.before["salience"], revision.after["salience"]) == ("low", "high")
 
 
-def test_update_of_an_unknown_id_is_refused(user, unchanged):
+def test_update_of_an_unknown_id_is_refused(user):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         remember(owner=user, update_id=str(uuid.uuid4()), category="episodic", content="x")
     assert "No memory" in refused.value.message
 
 
-def test_update_of_a_malformed_id_is_refused_naming_the_argument(user, unchanged):
+def test_update_of_a_malformed_id_is_refused_naming_the_argument(user):
     with unchanged(), pytest.raises(InvalidInput) as refused:
         remember(owner=user, update_id="abc", category="episodic", content="x")
     assert refused.value.message.startswith("update_id ")
@@ -489,17 +484,13 @@ def test_a_blank_update_id_counts_as_not_given(user):
 
 def test_update_of_an_archived_memory_is_refused_until_unarchived(user, make_memory):
     memory = make_memory(archived_at=NOW, archive_reason="done")
-    before = memory_state(memory)
-    with pytest.raises(InvalidInput) as refused:
+    with unchanged(), pytest.raises(InvalidInput) as refused:
         remember(owner=user, update_id=memory.pk, category="episodic", content="x", now=LATER)
     assert "unarchive" in refused.value.message
-    assert memory_state(memory) == before
-    assert Revision.objects.count() == 0
 
 
-def test_refused_update_changes_nothing(user, make_memory, unchanged):
+def test_refused_update_changes_nothing(user, make_memory):
     memory = make_memory(content="Stays")
-    before = memory_state(memory)
     with unchanged(), pytest.raises(InvalidInput):
         remember(
             owner=user,
@@ -509,10 +500,9 @@ def test_refused_update_changes_nothing(user, make_memory, unchanged):
             tags=["t"] * 1 + [f"x{i}" for i in range(60)],
             now=LATER,
         )
-    assert memory_state(memory) == before
 
 
-def test_update_with_a_blank_gist_is_refused(user, make_memory, unchanged):
+def test_update_with_a_blank_gist_is_refused(user, make_memory):
     memory = make_memory()
     with unchanged(), pytest.raises(InvalidInput):
         remember(owner=user, update_id=memory.pk, category="episodic", content="x", gist=" ")

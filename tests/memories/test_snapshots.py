@@ -15,16 +15,12 @@ from memories.services import (
     take_snapshot,
 )
 from tests.conftest import NOW
+from tests.store import stored_columns, unchanged
 
 pytestmark = pytest.mark.django_db
 
 LATER = NOW + timedelta(days=1)
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "original-taproot-backup.json"
-
-
-def stored(memory):
-    fresh = Memory.objects.get(pk=memory.pk)
-    return {f.attname: getattr(fresh, f.attname) for f in Memory._meta.concrete_fields}
 
 
 def index_of(memory):
@@ -47,14 +43,14 @@ def test_restoring_a_migrate_snapshot_brings_the_records_back_exactly(user, make
         last_retrieved=NOW - timedelta(days=3),
         retrieval_count=2,
     )
-    as_it_was, index_as_it_was = stored(drifted), index_of(drifted)
+    as_it_was, index_as_it_was = stored_columns(drifted), index_of(drifted)
     snapshot_id = migrate(owner=user, now=NOW)["snapshot_id"]
-    assert stored(drifted) != as_it_was
+    assert stored_columns(drifted) != as_it_was
 
     reply = restore_snapshot(snapshot_id=snapshot_id, now=LATER)
 
     assert (reply["restored"], reply["recreated"], reply["removed"]) == (1, 0, 0)
-    assert stored(drifted) == as_it_was
+    assert stored_columns(drifted) == as_it_was
     assert index_of(drifted) == index_as_it_was
 
 
@@ -77,12 +73,12 @@ def test_a_restore_first_snapshots_the_present_state(user, make_memory):
 def test_restoring_the_before_restore_snapshot_undoes_the_restore(user, make_memory):
     memory = make_memory(category="event")
     snapshot_id = migrate(owner=user, now=NOW)["snapshot_id"]
-    migrated = stored(memory)
+    migrated = stored_columns(memory)
     safety_id = restore_snapshot(snapshot_id=snapshot_id, now=LATER)["before_restore_snapshot_id"]
 
     restore_snapshot(snapshot_id=safety_id, now=LATER)
 
-    assert stored(memory) == migrated
+    assert stored_columns(memory) == migrated
 
 
 def test_a_snapshot_of_some_records_leaves_the_others_alone(user, make_memory):
@@ -98,28 +94,28 @@ def test_a_snapshot_of_some_records_leaves_the_others_alone(user, make_memory):
 
 def test_a_memory_deleted_since_the_snapshot_is_recreated(user, make_memory):
     memory = make_memory(category="event", tags=["keep"])
-    as_it_was = stored(memory)
+    as_it_was = stored_columns(memory)
     snapshot_id = migrate(owner=user, now=NOW)["snapshot_id"]
     services.delete(owner=user, memory_id=memory.pk)
 
     reply = restore_snapshot(snapshot_id=snapshot_id, now=LATER)
 
     assert reply["recreated"] == 1
-    assert stored(memory) == as_it_was
+    assert stored_columns(memory) == as_it_was
     assert services.recall(owner=user, tags=["keep"], now=LATER)["count"] == 1
 
 
 def test_restoring_the_before_import_snapshot_undoes_the_import(user, make_memory):
     existing = make_memory(category="event", content="Was here first.")
     earlier = Closing.objects.create(owner=user, reflection="Earlier.", created_at=NOW)
-    as_it_was = stored(existing)
+    as_it_was = stored_columns(existing)
     reply = import_store(owner=user, data=FIXTURE.read_text(), now=NOW)
     assert Memory.objects.filter(owner=user).count() == 8
 
     restored = restore_snapshot(snapshot_id=reply["snapshot_id"], now=LATER)
 
     assert list(Memory.objects.filter(owner=user)) == [existing]
-    assert stored(existing) == as_it_was  # import's normalisation undone too
+    assert stored_columns(existing) == as_it_was  # import's normalisation undone too
     assert list(Closing.objects.filter(owner=user)) == [earlier]
     assert (restored["removed"], restored["closings_removed"]) == (7, 1)
     assert not MemoryToken.objects.exclude(entry__memory=existing).exists()
@@ -138,7 +134,7 @@ def test_restore_keeps_a_revision_of_tracked_changes(user, make_memory):
 
 @pytest.mark.parametrize("snapshot_id", [999_999, "abc", None])
 def test_an_unknown_snapshot_is_refused(user, snapshot_id):
-    with pytest.raises(InvalidInput):
+    with unchanged(), pytest.raises(InvalidInput):
         restore_snapshot(snapshot_id=snapshot_id, now=LATER)
 
     assert not Snapshot.objects.exists()
@@ -148,7 +144,7 @@ def test_an_owner_cannot_restore_someone_elses_snapshot(user, other_user, make_m
     make_memory(category="event")
     snapshot_id = migrate(owner=user, now=NOW)["snapshot_id"]
 
-    with pytest.raises(InvalidInput):
+    with unchanged(), pytest.raises(InvalidInput):
         restore_snapshot(snapshot_id=snapshot_id, owner=other_user, now=LATER)
 
 
@@ -158,7 +154,7 @@ def test_a_damaged_snapshot_is_refused_and_changes_nothing(user, make_memory):
         owner=user, created_at=NOW, reason="broken", records={"memories": [{"id": "x"}]}
     )
 
-    with pytest.raises(InvalidInput, match="cannot be read"):
+    with unchanged(), pytest.raises(InvalidInput, match="cannot be read"):
         restore_snapshot(snapshot_id=snapshot.pk, now=LATER)
 
     assert Snapshot.objects.count() == 1
@@ -171,7 +167,7 @@ def test_a_snapshot_whose_memory_now_belongs_to_another_user_is_refused(
     snapshot = take_snapshot(owner_id=user.pk, reason="test", now=NOW, memories=[memory])
     Memory.objects.filter(pk=memory.pk).update(owner=other_user)
 
-    with pytest.raises(InvalidInput, match="another user"):
+    with unchanged(), pytest.raises(InvalidInput, match="another user"):
         restore_snapshot(snapshot_id=snapshot.pk, now=LATER)
 
     assert Snapshot.objects.count() == 1

@@ -15,6 +15,7 @@ from memories.vocabulary import (
     PROMOTE_RECALLED_WITHIN_DAYS,
 )
 from tests.conftest import NOW
+from tests.store import unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -124,10 +125,12 @@ def test_a_dismissed_suggestion_is_not_made_again_but_others_for_the_memory_are(
 
 def test_dismissing_needs_a_known_kind_and_the_owners_memory(user, other_user, make_memory):
     theirs = make_memory(owner=other_user)
-    with pytest.raises(InvalidInput):
-        dismiss_suggestion(owner=user, memory_id=theirs.pk, kind="demote", now=NOW)
-    with pytest.raises(InvalidInput):
-        dismiss_suggestion(owner=user, memory_id=make_memory().pk, kind="forget", now=NOW)
+    mine = make_memory()
+    with unchanged():
+        with pytest.raises(InvalidInput):
+            dismiss_suggestion(owner=user, memory_id=theirs.pk, kind="demote", now=NOW)
+        with pytest.raises(InvalidInput):
+            dismiss_suggestion(owner=user, memory_id=mine.pk, kind="forget", now=NOW)
     assert not DismissedSuggestion.objects.exists()
 
 

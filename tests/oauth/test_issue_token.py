@@ -8,6 +8,7 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_bridge.auth import find_access_token
 from oauth.tokens import LOCAL_APPLICATION_NAME
+from tests.store import unchanged
 
 
 def issue(**options):
@@ -41,11 +42,11 @@ def test_tokens_for_one_user_share_one_local_application(user):
 
 @pytest.mark.django_db
 def test_unknown_inactive_users_and_silly_lifetimes_are_refused(user, django_user_model):
-    with pytest.raises(CommandError, match="No user named 'nobody'"):
+    with unchanged(), pytest.raises(CommandError, match="No user named 'nobody'"):
         issue(user="nobody")
-    with pytest.raises(CommandError, match="between 1 and 366"):
+    with unchanged(), pytest.raises(CommandError, match="between 1 and 366"):
         issue(user="alice", days=0)
     django_user_model.objects.create_user(username="gone", is_active=False)
-    with pytest.raises(CommandError, match="inactive"):
+    with unchanged(), pytest.raises(CommandError, match="inactive"):
         issue(user="gone")
     assert not get_access_token_model().objects.exists()
