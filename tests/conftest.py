@@ -162,3 +162,15 @@ def live_server_process(
         run_server(tmp_dir=tmp_path_factory.mktemp("server")) as server,
     ):
         yield server
+
+
+# --- MCP client sessions (shared by tests/mcp and tests/oauth) -----------------------
+
+
+@pytest.fixture(scope="session")
+def portal() -> Any:
+    """An event loop in a thread, in which tests run the async MCP client (tests/mcp/client.py)."""
+    from anyio.from_thread import start_blocking_portal
+
+    with start_blocking_portal() as portal:
+        yield portal

@@ -3,18 +3,12 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 
 from tests.mcp.client import MODERN_VERSION, McpCaller, mcp_client
 from tests.mcp.tokens import make_access_token
 
 MODES = ["legacy", "auto"]
-
-
-@pytest.fixture(scope="session")
-def portal() -> Iterator[BlockingPortal]:
-    with start_blocking_portal() as portal:
-        yield portal
 
 
 @pytest.fixture

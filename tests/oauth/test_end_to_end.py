@@ -10,7 +10,6 @@ consent (a scripted browser: real form posts with CSRF) → code with `iss` → 
 import hashlib
 import json
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -18,7 +17,7 @@ from urllib.parse import parse_qs
 
 import httpx2
 import pytest
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 from django.test import override_settings
 from django.utils import timezone
 from mcp.client import Client
@@ -28,13 +27,13 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from oauth2_provider.models import AccessToken, RefreshToken
 
 from tests.live_server import run_server
+from tests.mcp.client import MODERN_VERSION
 from tests.mcp.tokens import make_access_token
 from tests.oauth.browser import Browser, query_of
 from tests.oauth.conftest import CLAUDE_CALLBACK, CLAUDE_REGISTRATION, Flow, Registered, register
 
 pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
-MODERN_VERSION = "2026-07-28"
 LOCAL_CALLBACK = "http://127.0.0.1:47615/callback"
 
 
@@ -47,12 +46,6 @@ def oauth_server(django_db_setup: None, django_db_blocker: Any, tmp_path_factory
         run_server(tmp_dir=tmp_path_factory.mktemp("oauth-server"), env=env) as server,
     ):
         yield server
-
-
-@pytest.fixture(scope="module")
-def portal() -> Iterator[BlockingPortal]:
-    with start_blocking_portal() as portal:
-        yield portal
 
 
 def checksum(raw: str) -> str:
