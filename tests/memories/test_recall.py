@@ -464,16 +464,18 @@ def index_searches(sql: str) -> dict[str, bool]:
     """The indexes the database plans to search by a condition (not read whole) to answer
     `sql`, each with whether it answers alone, without reading its table's rows.
 
-    PostgreSQL is told to avoid table and bitmap scans, which it rightly prefers on tables
-    this small (how small depends on statistics other tests leave behind): it still scans
-    a table that no index can serve, and reads the rows of one whose index lacks a column.
-    The settings last until the test's transaction is rolled back.
+    PostgreSQL first measures the tables as they now are (ANALYZE), so that statistics
+    other tests leave behind do not decide, then is told to avoid table and bitmap scans,
+    which it rightly prefers on tables this small: it still scans a table that no index
+    can serve, and reads the rows of one whose index lacks a column. The settings last
+    until the test's transaction ends.
     """
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
             steps = (SQLITE_INDEX_SEARCH.match(row[-1]) for row in cursor.fetchall())
             return {step["index"]: bool(step["covering"]) for step in steps if step}
+        cursor.execute("ANALYZE")
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("SET LOCAL enable_bitmapscan = off")
         cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
@@ -502,7 +504,8 @@ def indexes_of(model: type[Model]) -> set[str]:
 
 def test_query_and_tag_lookups_use_indexes(user, other_user, make_memory):
     make_memory(gist="Garden", tags=["home"])
-    make_memory(owner=other_user, gist="Garden", tags=["home"])
+    for _ in range(50):  # enough rows that reading a table whole costs more than a search
+        make_memory(owner=other_user, gist="Garden", tags=["home"])
     forget_sqlite_statistics()  # a tiny analysed store would rightly plan otherwise
     with CaptureQueriesContext(connection) as captured:
         reply = recall(owner=user, query="garden", tags=["home"], now=LATER)
