@@ -39,8 +39,11 @@ def category_label(category: str) -> str:
     return category.replace("_", " ")
 
 
-def home_category(category: str) -> str:
-    """Where a stored category belongs: itself, its canonical name, or error."""
+def home_category(category: object) -> str:
+    """Where a stored category belongs: itself, its canonical name, or error (also for a
+    value that is not text, as an imported or hand-edited record may hold)."""
+    if not isinstance(category, str):
+        return ERROR
     folded = category.strip().lower()
     if folded in CATEGORY_VALUES:
         return folded

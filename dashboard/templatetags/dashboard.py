@@ -29,7 +29,7 @@ def http_url(value: Any) -> str:
 @register.filter
 def home_category(value: Any) -> str:
     """The canonical category a (possibly drifted) one is shown as, for colours."""
-    return vocabulary_home_category(value) if isinstance(value, str) else "error"
+    return vocabulary_home_category(value)
 
 
 @register.filter

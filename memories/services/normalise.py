@@ -20,7 +20,7 @@ from django.db import transaction
 from memories.bulkwrite import WRITE_BATCH, update_rows
 from memories.conf import embedder
 from memories.indexing import Vectors, normalised_hash, refresh_hashes, vectors_for
-from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
+from memories.models import ChangeSource, EpistemicStatus, Memory, Salience, User
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.snapshots import take_snapshot
 from memories.validation import MAX_GIST, json_list
@@ -56,10 +56,6 @@ def auto_gist(content: str) -> str:
         # Only a run of very long "words" gets here; a gist must still fit on one line.
         gist = gist[: MAX_GIST - 1].rstrip() + ELLIPSIS
     return gist
-
-
-def normalise_category(value: Any) -> str:
-    return home_category(value) if isinstance(value, str) else Category.ERROR.value
 
 
 def normalise_salience(value: Any) -> str:
@@ -115,7 +111,7 @@ def _count(value: Any) -> int:
 def _wanted_without_content(memory: Memory) -> dict[str, Any]:
     """The normal values of the fields whose repair does not read the content."""
     wanted: dict[str, Any] = {
-        "category": normalise_category(memory.category),
+        "category": home_category(memory.category),
         "salience": normalise_salience(memory.salience),
         "epistemic_status": normalise_epistemic_status(memory.epistemic_status),
         "replication_count": _count(memory.replication_count),
@@ -245,7 +241,7 @@ def survey(owner_id: int) -> Survey:
         for memory in batch:
             found.total += 1
             found.counts_before[memory.category] += 1
-            found.counts_after[normalise_category(memory.category)] += 1
+            found.counts_after[home_category(memory.category)] += 1
             if may_need_normalising(memory):
                 found.candidates.append(memory.pk)
         last = batch[-1].pk
