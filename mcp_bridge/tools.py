@@ -178,8 +178,9 @@ async def taproot_recall(
     query: Annotated[
         arg.Text,
         arg.text(
-            "Words that would appear in the memory. Results are ranked by how well they match, "
-            "how important the memory is and how often and recently it was used."
+            "Words that would appear in the memory. Results are ranked by how well they match "
+            "first; importance and how often and recently a memory was used order close "
+            "matches."
         ),
     ] = None,
     category: Category = None,

@@ -5,14 +5,16 @@ import dataclasses
 from django.conf import settings
 
 from memories.embedding import Embedder, embedder_named
-from memories.ranking import DEFAULT_ACTIVATION, PROFILES, ActivationConfig, Profile
+from memories.ranking import PROFILES, ActivationConfig, Profile
 
 
 def activation_config() -> ActivationConfig:
+    """The active profile's ranking constants, with any TAPROOT_ACTIVATION overrides."""
+    constants = ranking_profile().activation
     overrides = getattr(settings, "TAPROOT_ACTIVATION", None) or {}
     if not overrides:
-        return DEFAULT_ACTIVATION
-    return dataclasses.replace(DEFAULT_ACTIVATION, **overrides)
+        return constants
+    return dataclasses.replace(constants, **overrides)
 
 
 def ranking_profile() -> Profile:

@@ -1,6 +1,11 @@
 """Recall ranking (activation, SPEC §3) as pure functions: no ORM, no settings.
 
-score = base_weight × base + salience_weight × salience + relevance_weight × relevance
+score = history + salience_weight × salience + relevance_weight × relevance
+
+History is what a memory's recalls add. The `taproot` profile bounds it: at most
+history_weight, which is worth less than a twentieth of the query's weight, so history
+orders memories that match about equally and never outranks a clearly better match. The
+`seed` profile keeps the original, unbounded base activation (base_weight × base).
 
 Relevance has two profiles (SPEC §3.1): `taproot`, the default, weighs each query word by
 how rare it is among the owner's live memories (IDF); `seed` is the original rule, every
@@ -41,8 +46,23 @@ MEANING_FLOOR = 490
 MAX_INDEX_KEY = 64
 
 
+# How retrieval history enters the score (ActivationConfig.history).
+BOUNDED = "bounded"
+SEED_HISTORY = "seed"
+HISTORY_FORMS = (BOUNDED, SEED_HISTORY)
+
+
 @dataclass(frozen=True)
 class ActivationConfig:
+    # "bounded" (the taproot profile): history = history_weight × a / (1 + a), where a is
+    # a retrieved memory's recency-weighted count, ln(retrieval_count + 1) × (days + 1)
+    # ^ decay_exponent, and a memory never retrieved has none. "seed": base_weight × the
+    # seed's base activation, a for a retrieved memory and novelty_floor for one never
+    # retrieved, unbounded.
+    history: str = BOUNDED
+    # 0.125 is the relevance_weight of a twentieth of the query: history can overturn only
+    # a smaller difference of relevance (constants chosen in docs/benchmarks.md).
+    history_weight: float = 0.125
     base_weight: float = 1.0
     salience_weight: float = 1.0
     relevance_weight: float = 2.5
@@ -69,8 +89,17 @@ class ActivationConfig:
     semantic_share: float = 0.3
     meaning_floor: int = MEANING_FLOOR
 
+    def __post_init__(self) -> None:
+        if self.history not in HISTORY_FORMS:
+            raise ValueError(
+                f"The history form must be one of {', '.join(HISTORY_FORMS)} "
+                f"(TAPROOT_ACTIVATION gives {self.history!r})."
+            )
+
 
 DEFAULT_ACTIVATION = ActivationConfig()
+# The seed profile's constants: the original formula exactly.
+SEED_ACTIVATION = ActivationConfig(history=SEED_HISTORY)
 
 
 def semantic_shares(config: ActivationConfig) -> tuple[Fraction, Fraction]:
@@ -164,6 +193,8 @@ class Profile:
     tokenize: Callable[[str | None], list[str]]
     # Weigh each query token by its IDF (taproot); otherwise every token weighs 1 (seed).
     idf: bool
+    # The ranking constants, how history enters the score among them.
+    activation: ActivationConfig = DEFAULT_ACTIVATION
 
     def factors(self, config: ActivationConfig) -> tuple[int, int]:
         """Integer f(t, m) for a keyword token and for a content-only token."""
@@ -176,7 +207,7 @@ class Profile:
 
 
 TAPROOT = Profile("taproot", taproot_tokenize, idf=True)
-SEED = Profile("seed", tokenize, idf=False)
+SEED = Profile("seed", tokenize, idf=False, activation=SEED_ACTIVATION)
 PROFILES = {profile.name: profile for profile in (TAPROOT, SEED)}
 DEFAULT_PROFILE = TAPROOT
 
@@ -345,7 +376,35 @@ def relevance(
 # --- activation ------------------------------------------------------------------------
 
 
+def recency_weighted_count(
+    *, retrieval_count: int, since: datetime, now: datetime, decay_exponent: float
+) -> float:
+    """ln(retrieval_count + 1) × (days + 1) ^ decay_exponent, days since `since` (at least 0)."""
+    days = max((now - since).total_seconds() / SECONDS_PER_DAY, 0.0)
+    return math.log(retrieval_count + 1) * math.pow(days + 1, decay_exponent)
+
+
 def base_activation(
+    *,
+    retrieval_count: int,
+    last_retrieved: datetime | None,
+    created_at: datetime,
+    now: datetime,
+    config: ActivationConfig = SEED_ACTIVATION,
+) -> float:
+    """The seed's base activation: the novelty floor for a memory never retrieved, else its
+    recency-weighted count (since its last retrieval, or its creation when none is known)."""
+    if retrieval_count <= 0:
+        return config.novelty_floor
+    return recency_weighted_count(
+        retrieval_count=retrieval_count,
+        since=last_retrieved or created_at,
+        now=now,
+        decay_exponent=config.decay_exponent,
+    )
+
+
+def history(
     *,
     retrieval_count: int,
     last_retrieved: datetime | None,
@@ -353,11 +412,29 @@ def base_activation(
     now: datetime,
     config: ActivationConfig = DEFAULT_ACTIVATION,
 ) -> float:
+    """What a memory's recalls add to its score, in the config's form.
+
+    Bounded: 0 for a memory never retrieved; else history_weight × a / (1 + a), a its
+    recency-weighted count. It grows with every recall and fades with time since the last,
+    is never below a memory never retrieved, and never reaches history_weight.
+    """
+    if config.history == SEED_HISTORY:
+        return config.base_weight * base_activation(
+            retrieval_count=retrieval_count,
+            last_retrieved=last_retrieved,
+            created_at=created_at,
+            now=now,
+            config=config,
+        )
     if retrieval_count <= 0:
-        return config.novelty_floor
-    since = last_retrieved or created_at
-    days = max((now - since).total_seconds() / SECONDS_PER_DAY, 0.0)
-    return math.log(retrieval_count + 1) * math.pow(days + 1, config.decay_exponent)
+        return 0.0
+    a = recency_weighted_count(
+        retrieval_count=retrieval_count,
+        since=last_retrieved or created_at,
+        now=now,
+        decay_exponent=config.decay_exponent,
+    )
+    return config.history_weight * (a / (1.0 + a))
 
 
 def activation(
@@ -372,10 +449,10 @@ def activation(
 ) -> float:
     """The full score; `relevance_value` is None when the query is blank.
 
-    The database path (memories.services.recall) adds the same terms in the same order,
-    so a memory never retrieved scores bit for bit as here.
+    The database path (memories.scoring) adds the same terms in the same order, so a
+    memory never retrieved scores bit for bit as here.
     """
-    score = config.base_weight * base_activation(
+    score = history(
         retrieval_count=retrieval_count,
         last_retrieved=last_retrieved,
         created_at=created_at,

@@ -11,7 +11,7 @@ returns the winners, plus any row floating point could have put in the wrong pla
   the reference's operations in the reference's order, so SQL computes exactly the
   reference's float. Among such memories with one score, SQL's tie order (updated_at
   newest first, then id) is the reference's, and only the first `limit` can win.
-- A retrieved memory's base activation takes a logarithm and a power, which the database
+- A retrieved memory's history takes a logarithm and a power, which the database
   computes with its own maths library and may differ from Python's in the last bit.
   Every such row scoring within EPSILON of the cut is returned.
 
@@ -34,7 +34,7 @@ from memories.models import (
     RecallEntry,
     RecallIndex,
 )
-from memories.ranking import ActivationConfig, Candidate, semantic_shares
+from memories.ranking import SEED_HISTORY, ActivationConfig, Candidate, semantic_shares
 from memories.timeutil import micros
 from memories.vocabulary import MEDIUM
 
@@ -141,27 +141,14 @@ def best_candidates(
         source = f"{entry} e"
         hits = "0"
 
-    # The reference's terms in the reference's order: ((bw × base) + (sw × salience))
-    # + (rw × relevance), every number a double (a bare 0.6 is exact NUMERIC in
+    # The reference's terms in the reference's order: (history + (sw × salience)) +
+    # (rw × relevance), every number a double (a bare 0.6 is exact NUMERIC in
     # PostgreSQL: slower, and not the reference's arithmetic).
     f = f"CAST(%s AS {real})"
-    days = f"(CAST(%s - COALESCE(e.last_retrieved_us, e.created_us) AS {real}) / {f}) / {f}"
-    base = (
-        f"CASE WHEN e.retrieval_count = 0 THEN {f}"
-        f" ELSE LN(CAST(e.retrieval_count + 1 AS {real}))"
-        f" * POWER((CASE WHEN {days} > 0 THEN {days} ELSE 0 END) + 1, {f}) END"
-    )
-    day_params = [micros(now), 1_000_000.0, 86_400.0]
+    history, history_params = _history_sql(f, real, now, config)
     salience_cases = " ".join(f"WHEN %s THEN {f}" for _ in config.salience_scores)
-    score = f"({f} * ({base})) + ({f} * (CASE e.salience {salience_cases} ELSE {f} END))"
-    score_params: list[Any] = [
-        config.base_weight,
-        config.novelty_floor,
-        *day_params,
-        *day_params,
-        config.decay_exponent,
-        config.salience_weight,
-    ]
+    score = f"({history}) + ({f} * (CASE e.salience {salience_cases} ELSE {f} END))"
+    score_params: list[Any] = [*history_params, config.salience_weight]
     for name, value in config.salience_scores.items():
         score_params += [name, value]
     score_params.append(config.salience_scores[MEDIUM])
@@ -250,6 +237,29 @@ def best_candidates(
         if vector:
             vectors[memory_id] = bytes(vector)
     return Band(candidates, vectors, total)
+
+
+def _history_sql(
+    f: str, real: str, now: datetime, config: ActivationConfig
+) -> tuple[str, list[Any]]:
+    """memories.ranking.history in SQL, and its parameters: for a retrieved memory its
+    recency-weighted count a, bounded (history_weight × a / (1 + a)) or the seed's
+    (base_weight × a); for one never retrieved 0, or the seed's base_weight × novelty_floor.
+    """
+    days = f"(CAST(%s - COALESCE(e.last_retrieved_us, e.created_us) AS {real}) / {f}) / {f}"
+    weighted = (
+        f"(LN(CAST(e.retrieval_count + 1 AS {real}))"
+        f" * POWER((CASE WHEN {days} > 0 THEN {days} ELSE 0 END) + 1, {f}))"
+    )
+    day_params = [micros(now), 1_000_000.0, 86_400.0]
+    weighted_params = [*day_params, *day_params, config.decay_exponent]
+    if config.history == SEED_HISTORY:
+        sql = f"{f} * (CASE WHEN e.retrieval_count = 0 THEN {f} ELSE {weighted} END)"
+        return sql, [config.base_weight, config.novelty_floor, *weighted_params]
+    sql = (
+        f"CASE WHEN e.retrieval_count = 0 THEN {f} ELSE {f} * ({weighted} / ({f} + {weighted})) END"
+    )
+    return sql, [0.0, config.history_weight, *weighted_params, 1.0, *weighted_params]
 
 
 def _moment(microseconds: int) -> datetime:

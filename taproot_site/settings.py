@@ -86,8 +86,9 @@ TAPROOT_RANKING = env_choice("TAPROOT_RANKING", "taproot", ("taproot", "seed"))
 # package) blends a semantic signal into the taproot profile's relevance; "none" ranks by
 # words alone.
 TAPROOT_EMBEDDER = env_choice("TAPROOT_EMBEDDER", "wordllama", ("wordllama", "none"))
-# Overrides for the recall ranking weights (see memories.ranking.ActivationConfig).
-TAPROOT_ACTIVATION: dict[str, float] = {}
+# Overrides for the recall ranking constants of the active profile (see
+# memories.ranking.ActivationConfig).
+TAPROOT_ACTIVATION: dict[str, object] = {}
 
 INSTALLED_APPS = [
     "django.contrib.admin",

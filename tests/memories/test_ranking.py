@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memories.ranking import (
+    SEED_ACTIVATION,
     ActivationConfig,
     Candidate,
     activation,
@@ -73,7 +74,7 @@ def test_memory_terms_split_keyword_tokens_from_content_only_tokens():
     assert terms.content_only == {"definite", "integral", "and", "error"}
 
 
-def test_never_retrieved_memory_scores_novelty_floor_plus_salience():
+def test_never_retrieved_memory_scores_novelty_floor_plus_salience_in_the_seed_form():
     for salience, expected in (("high", 1.6), ("medium", 1.2), ("low", 0.9)):
         score = activation(
             retrieval_count=0,
@@ -82,6 +83,7 @@ def test_never_retrieved_memory_scores_novelty_floor_plus_salience():
             salience=salience,
             now=NOW,
             relevance_value=None,
+            config=SEED_ACTIVATION,
         )
         assert score == pytest.approx(expected)
 

@@ -150,9 +150,9 @@ def test_recall_scores_the_worked_example(user, worked_store):
     reply = recall(owner=user, query=QUERY, now=LATER)
     relevance = {"practice": 20_209 / 25_900, "repair": 6_930 / 25_900, "run": 6_930 / 25_900}
     expected = [
-        (str(worked_store[name].pk), round(0.6 + 0.6 + 2.5 * share, 3))
+        (str(worked_store[name].pk), round(0.6 + 2.5 * share, 3))
         for name, share in relevance.items()
-    ]
+    ]  # never recalled (no history), medium salience 0.6
     # repair and run tie exactly; repair was updated more recently, so it comes first.
     assert [(r["id"], r["activation_score"]) for r in reply["results"]] == expected
 

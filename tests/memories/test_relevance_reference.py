@@ -1,6 +1,7 @@
 """Recall through the database gives exactly what memories.ranking.reference_rank computes
 from scratch (SPEC §3, §3.1): ranking, scores and tie order, with archived memories,
-filters and every kind of write in the mix, on whichever backend runs the suite.
+filters, random recall histories and every kind of write in the mix, on whichever backend
+runs the suite.
 
 The reference reads nothing the index keeps: it tokenises every live memory of the
 owner, counts N and the document frequencies itself, and applies the formula.
@@ -75,6 +76,10 @@ memory_specs = st.fixed_dictionaries(
         "category": st.sampled_from(CATEGORIES),
         "updated_days_ago": st.sampled_from([0, 0, 1, 30]),
         "archived": st.booleans(),
+        # A recall history: none, a few, a huge count; this moment, hours or years ago,
+        # or a count without a moment (as an import may leave).
+        "retrieval_count": st.sampled_from([0, 0, 1, 5, 250, 10**9]),
+        "retrieved_days_ago": st.sampled_from([None, 0, 1 / 3, 8, 3650]),
     }
 )
 # A write applied through the services, by the position of the memory it touches.
@@ -221,9 +226,11 @@ def cosine_with(query: str):
     history=st.lists(writes, max_size=6),
     query=texts,
     filter_spec=filter_specs,
+    # A small limit makes the database's cut decide which memories are scored at all.
+    limit=st.sampled_from([1, 2, 3, 50]),
 )
 def test_database_ranking_equals_the_reference(
-    user, other_user, make_memory, profile, store, history, query, filter_spec
+    user, other_user, make_memory, profile, store, history, query, filter_spec, limit
 ):
     now = NOW + timedelta(days=3)
     with transaction.atomic():
@@ -240,6 +247,12 @@ def test_database_ranking_equals_the_reference(
                     updated_at=NOW - timedelta(days=spec["updated_days_ago"]),
                     created_at=NOW - timedelta(days=40),
                     archived_at=NOW if spec["archived"] else None,
+                    retrieval_count=spec["retrieval_count"],
+                    last_retrieved=(
+                        None
+                        if spec["retrieval_count"] == 0 or spec["retrieved_days_ago"] is None
+                        else now - timedelta(days=spec["retrieved_days_ago"])
+                    ),
                 ).pk
             )
             for spec in store
@@ -272,6 +285,7 @@ def test_database_ranking_equals_the_reference(
             now=now,
             config=activation_config(),
             among=among,
+            limit=limit,
             cosine=cosine_with(query),
         )
         filters = parse_filters(
@@ -280,7 +294,7 @@ def test_database_ranking_equals_the_reference(
             tags=filter_spec["tags"],
             since=since.isoformat() if since else None,
             ids=sorted(chosen_ids) if chosen_ids else None,
-            limit=50,
+            limit=limit,
         )
         got = rank_memories(user, filters, now=now).ranked
         keys = list(parse_query(query, ranking_profile()).tokens)
@@ -288,7 +302,7 @@ def test_database_ranking_equals_the_reference(
         transaction.set_rollback(True)
 
     assert [(r.candidate.id, r.score) for r in got] == [
-        (r.candidate.id, r.score) for r in expected[:50]
+        (r.candidate.id, r.score) for r in expected[:limit]
     ]
     if stats is not None:
         profile = ranking_profile()
