@@ -6,6 +6,7 @@ Writes bench/results/<timestamp>/results.json and results.md (and bench/results/
 """
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,9 @@ PROFILES = {"quick": (1_000, 10_000), "full": (1_000, 10_000, 100_000)}
 TIMING = {"quick": (1.0, 4.0), "full": (3.0, 8.0)}
 HTTP_SIZE = 10_000
 PARTS = ("service", "retrieval", "http")
+# `retrieval` is the static LoCoMo run and its replay as real use; `replay` alone is the
+# replay (bench.replay).
+RETRIEVAL_RUNS = {"retrieval": ("static", "replay"), "replay": ("replay",)}
 
 
 def log(message: str) -> None:
@@ -229,7 +234,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="server and base name for the bench databases (default %(default)s)",
     )
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO, help="LoCoMo-format file")
-    parser.add_argument("--parts", default=",".join(PARTS), help="service, retrieval, http")
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="service, retrieval (or replay alone), http"
+    )
+    parser.add_argument(
+        "--activation",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="retrieval: override a ranking constant (memories.ranking.ActivationConfig), "
+        "e.g. --activation history_weight=0.2; repeatable",
+    )
     parser.add_argument(
         "--only",
         help="service part: only operations whose name contains one of these (comma-separated)",
@@ -311,27 +326,11 @@ def main(argv: list[str]) -> None:
                         databases[backend] = db
                     elif not args.keep_databases:
                         drop(db)
-        if "retrieval" in parts:
-            if not args.locomo.exists():
-                results["notes"].append(f"LoCoMo data not found at {args.locomo}: not measured")
-            else:
-                runs = {}
-                for backend in backends:
-                    db = database(backend, "locomo")
-                    recreate(db)
-                    log(f"retrieval quality on LoCoMo: {db.label}")
-                    unit_dir = out_dir / f"retrieval-{backend}"
-                    runs[backend] = run_child(
-                        ["retrieval", "--database-url", db.url, "--data", str(args.locomo)],
-                        unit_dir / "retrieval.json",
-                    )
-                    if not args.keep_databases:
-                        drop(db)
-                first = runs[backends[0]]
-                first["checks"] = cross_check(first, args.locomo)
-                if len(runs) == 2:
-                    first["checks"].append(_same_rankings(runs))
-                results["retrieval"] = first
+        retrieval_runs = sorted({r for p in parts for r in RETRIEVAL_RUNS.get(p, ())})
+        if retrieval_runs:
+            results["retrieval"] = run_retrieval(
+                args, backends, database, out_dir, retrieval_runs, results["notes"]
+            )
         if "http" in parts:
             results["http"] = run_http(args, backends, databases, out_dir, results["service"])
     finally:
@@ -358,21 +357,83 @@ def main(argv: list[str]) -> None:
     log(f"wrote {out_dir / 'results.json'} and {out_dir / 'results.md'}")
 
 
-def _same_rankings(runs: dict[str, dict[str, Any]]) -> str:
-    differing = 0
-    total = 0
-    for unit, unit_report in runs["sqlite"]["units"].items():
-        ours = Path(unit_report["systems"]["Taproot"]["results"]).read_text().splitlines()
-        theirs_path = runs["postgres"]["units"][unit]["systems"]["Taproot"]["results"]
-        theirs = Path(theirs_path).read_text().splitlines()
-        total += len(ours)
-        differing += sum(a != b for a, b in zip(ours, theirs, strict=True))
-    if differing == 0:
-        return f"Taproot's rankings are identical on SQLite and PostgreSQL ({total} questions)."
-    return (
-        f"Taproot's rankings differ between SQLite and PostgreSQL on {differing} of {total} "
-        "questions."
-    )
+def activation_overrides(pairs: list[str]) -> dict[str, Any]:
+    """`--activation NAME=VALUE` pairs as TAPROOT_ACTIVATION overrides, each value read as
+    JSON when it can be (numbers), else kept as text (a history form's name)."""
+    from memories.ranking import ActivationConfig
+
+    names = {f.name for f in dataclasses.fields(ActivationConfig)}
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or name.strip() not in names:
+            raise SystemExit(
+                f"--activation {pair}: give NAME=VALUE, NAME one of {', '.join(sorted(names))}"
+            )
+        try:
+            overrides[name.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[name.strip()] = value.strip()
+    return overrides
+
+
+def run_retrieval(
+    args: argparse.Namespace,
+    backends: list[str],
+    database: Callable[[str, str], BenchDatabase],
+    out_dir: Path,
+    runs: list[str],
+    notes: list[str],
+) -> dict[str, Any] | None:
+    """LoCoMo on every database: the static run and/or its replay as real use."""
+    if not args.locomo.exists():
+        notes.append(f"LoCoMo data not found at {args.locomo}: not measured")
+        return None
+    activation = json.dumps(activation_overrides(args.activation))
+    measured = {}
+    for backend in backends:
+        db = database(backend, "locomo")
+        recreate(db)
+        log(f"retrieval quality on LoCoMo ({' and '.join(runs)}): {db.label}")
+        measured[backend] = run_child(
+            ["retrieval", "--database-url", db.url, "--data", str(args.locomo),
+             "--runs", ",".join(runs), "--activation", activation],
+            out_dir / f"retrieval-{backend}" / "retrieval.json",
+        )  # fmt: skip
+        if not args.keep_databases:
+            drop(db)
+    first = measured[backends[0]]
+    first["checks"] = cross_check(first, args.locomo)
+    if len(measured) == 2:
+        first["checks"].extend(_same_rankings(measured))
+    return first
+
+
+def _same_rankings(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """Whether Taproot ranked (and replayed) every question alike on both databases."""
+    lines = []
+    for system in ("Taproot", "Taproot, replayed"):
+        differing = total = 0
+        for unit, unit_report in runs["sqlite"]["units"].items():
+            if system not in unit_report["systems"]:
+                continue
+            ours = Path(unit_report["systems"][system]["results"]).read_text().splitlines()
+            theirs_path = runs["postgres"]["units"][unit]["systems"][system]["results"]
+            theirs = Path(theirs_path).read_text().splitlines()
+            total += len(ours)
+            differing += sum(a != b for a, b in zip(ours, theirs, strict=True))
+        if not total:
+            continue
+        if differing == 0:
+            lines.append(
+                f"{system}: rankings identical on SQLite and PostgreSQL ({total} questions)."
+            )
+        else:
+            lines.append(
+                f"{system}: rankings differ between SQLite and PostgreSQL on {differing} of "
+                f"{total} questions."
+            )
+    return lines
 
 
 def run_http(

@@ -39,9 +39,19 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _retrieval(args: argparse.Namespace) -> dict[str, Any]:
+    from django.test import override_settings
+
     from bench import retrieval
 
-    return retrieval.run(data_path=args.data, out_dir=args.out.parent)
+    activation = json.loads(args.activation)
+    with override_settings(TAPROOT_ACTIVATION=activation):
+        report = retrieval.run(
+            data_path=args.data,
+            out_dir=args.out.parent,
+            static="static" in args.runs,
+            replay="replay" in args.runs,
+        )
+    return {"activation": activation, **report} if activation else report
 
 
 def _http(args: argparse.Namespace) -> dict[str, Any]:
@@ -77,6 +87,10 @@ def main(argv: list[str] | None = None) -> None:
     prepare.add_argument("--seed", type=int, default=7)
     quality = sub.add_parser("retrieval", help="LoCoMo retrieval quality")
     quality.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    quality.add_argument("--runs", default="static,replay", help="static and/or replay")
+    quality.add_argument(
+        "--activation", default="{}", help="TAPROOT_ACTIVATION overrides, as a JSON object"
+    )
     http = sub.add_parser("http", help="MCP tool calls over HTTP against uvicorn")
     http.add_argument("--size", type=int, required=True)
     http.add_argument("--seed", type=int, default=7)

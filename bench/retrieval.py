@@ -5,12 +5,15 @@ Each conversation becomes its own user's store (category episodic, salience medi
 gist = first 15 words, created and updated at the session's date), written by the bulk
 loader that tests/bench proves equal to the services. Every question then goes through
 `memories.services.rank_memories` — the ranking `taproot_recall` uses, but
-read-only, so no question strengthens what the next one sees.
+read-only, so no question strengthens what the next one sees (the static run). The same
+stores are then replayed as real use, every question a real recall that strengthens what
+it returns (bench.replay).
 """
 
 import re
 import time
 import uuid
+from collections import defaultdict
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from typing import Any
 from django.test import override_settings
 
 from bench import locomo
+from bench import replay as bench_replay
 from bench.database import analyze
 from bench.loading import ensure_users, load_bulk
 from bench.synthetic import SyntheticMemory
@@ -31,6 +35,8 @@ RANKINGS = {
     "Taproot, words only": {"TAPROOT_RANKING": "taproot", "TAPROOT_EMBEDDER": "none"},
     "Taproot, seed rule": {"TAPROOT_RANKING": "seed", "TAPROOT_EMBEDDER": "none"},
 }
+# A ranking replayed as real use (bench.replay) is reported under its name plus this.
+REPLAYED = ", replayed"
 
 
 def memory_id(unit: str, conversation_number: int, seq: int, variant: int = 0) -> uuid.UUID:
@@ -93,35 +99,50 @@ def taproot_results(
     return results
 
 
-def run(*, data_path: Path, out_dir: Path) -> dict[str, Any]:
-    """Every unit: Taproot's ranking under each profile and both baselines, scored; ranked
-    lists written as JSON lines (`<system>-<unit>.jsonl`) for the reference scorer."""
+def run(
+    *, data_path: Path, out_dir: Path, static: bool = True, replay: bool = True
+) -> dict[str, Any]:
+    """Every unit: Taproot's ranking under each profile and both baselines, scored, and
+    (with `replay`) the same stores replayed as real use (bench.replay), after the static
+    run, which reads only; ranked lists written as JSON lines (`<system>-<unit>.jsonl`)
+    for the reference scorer."""
     data = locomo.read_dataset(data_path)
     report: dict[str, Any] = {"data": str(data_path), "units": {}}
+    if replay:
+        report["replay"] = {}
     for unit in locomo.UNITS:
         benchmark = locomo.build(data, unit)
         systems: dict[str, dict[str, list[str]]] = {}
         timings: dict[str, tuple[float, float]] = {}
+        facts: dict[str, dict[str, Any]] = defaultdict(dict)
         for variant, (name, ranking) in enumerate(RANKINGS.items()):
             with override_settings(**ranking):
                 started = time.perf_counter()
                 owners, keys = load(benchmark, variant)
                 loaded = time.perf_counter() - started
                 started = time.perf_counter()
-                systems[name] = taproot_results(benchmark, owners, keys)
+                if static:
+                    systems[name] = taproot_results(benchmark, owners, keys)
                 elapsed = time.perf_counter() - started
+                if replay:
+                    replayed = f"{name}{REPLAYED}"
+                    systems[replayed], replay_facts = bench_replay.run(benchmark, owners, keys)
+                    for fact, value in replay_facts.items():
+                        facts[fact][replayed] = value
             timings[name] = (loaded, 1000 * elapsed / max(1, len(benchmark.questions)))
-        for name, factory in locomo.BASELINES.items():
-            systems[name] = locomo.run_ranker(benchmark, factory, depth=DEPTH)
+        if static:
+            for name, factory in locomo.BASELINES.items():
+                systems[name] = locomo.run_ranker(benchmark, factory, depth=DEPTH)
         loaded, per_query_ms = timings["Taproot"]
         unit_report: dict[str, Any] = {
             "memories": len(benchmark.memories),
             "questions": len(benchmark.questions),
             "conversations": len(benchmark.by_conversation()),
             "load_seconds": round(loaded, 2),
-            "taproot_ms_per_question": round(per_query_ms, 2),
             "systems": {},
         }
+        if static:
+            unit_report["taproot_ms_per_question"] = round(per_query_ms, 2)
         for name, results in systems.items():
             path = out_dir / f"{re.sub(r'[^a-z0-9]+', '-', name.lower())}-{unit}.jsonl"
             locomo.write_results(path, results)
@@ -131,4 +152,6 @@ def run(*, data_path: Path, out_dir: Path) -> dict[str, Any]:
                 "returned_fewer_than_10": sum(len(r) < 10 for r in results.values()),
             }
         report["units"][unit] = unit_report
+        if replay:
+            report["replay"][unit] = dict(facts)
     return report

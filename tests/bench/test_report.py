@@ -172,3 +172,61 @@ def test_the_profile_section_lists_each_databases_largest_costs() -> None:
     assert "| strengthening write | 12.5 % |" in section
     assert "PostgreSQL: not profiled (py-spy is not installed)." in section
     assert "## Where a call over HTTP spends its time" in report.render(results)
+
+
+def _system(r5: float, r10: float, mrr: float) -> dict[str, Any]:
+    return {"scores": {"overall": {"n": 760, "R@5": r5, "R@10": r10, "MRR@10": mrr}}}
+
+
+def _retrieval(replayed_r10: float, cold_first: float) -> dict[str, Any]:
+    counts = {"memories": 1210, "max": 40, "p99": 27, "p90": 14, "never_recalled": 104,
+              "top10_places": 7000, "half_of_places_held_by": 253}  # fmt: skip
+    probes = {
+        "after_replay": {"n": 25, "cold_first": cold_first, "hot_above_cold": 0.0},
+        "after_reset": {"n": 25, "cold_first": 1.0, "hot_above_cold": 0.0},
+    }
+    thirds = [{"n": 250, "R@10": 0.5}, {"n": 255, "R@10": 0.6}, {"n": 255, "R@10": 0.7}]
+    return {
+        "units": {
+            "observation": {
+                "memories": 1210,
+                "conversations": 5,
+                "questions": 760,
+                "systems": {
+                    "Taproot": _system(0.566, 0.616, 0.535),
+                    "Taproot, replayed": _system(0.555, replayed_r10, 0.529),
+                },
+            }
+        },
+        "replay": {
+            "observation": {
+                "counts": {"Taproot, replayed": counts},
+                "probes": {"Taproot, replayed": probes},
+                "terciles": {"Taproot, replayed": thirds},
+            }
+        },
+    }
+
+
+def test_the_replay_is_shown_beside_the_static_ranking_with_what_it_left() -> None:
+    text = report.retrieval_section({"retrieval": _retrieval(0.614, 1.0)})
+    assert "| Taproot | 0.616 | 0.555 / 0.614 / 0.529 | -0.002 | 0.500 / 0.600 / 0.700 |" in text
+    assert (
+        "| Taproot | 40 | 27 | 14 | 104 of 1,210 | 253 | 1.00 / 1.00 | 0.00 / 0.00 | 25 |" in text
+    )
+    # The replayed system gets no column of its own in the static table.
+    assert "Taproot, replayed: R@5" not in text
+
+
+def test_the_replay_targets_are_judged_for_taproot_as_shipped() -> None:
+    met = report.replay_targets_section({"retrieval": _retrieval(0.614, 0.92)})
+    assert _rows(met, "replayed R@10 ≥ static − 0.02") == [
+        "| observation | replayed R@10 ≥ static − 0.02 | ≥ 0.596 | 0.614 | met |"
+    ]
+    assert "| observation | cold_first, after the replay | ≥ 0.9 | 0.92 (25 probes) | met |" in met
+    missed = report.replay_targets_section({"retrieval": _retrieval(0.590, 0.40)})
+    assert _rows(missed, "**missed**") == [
+        "| observation | replayed R@10 ≥ static − 0.02 | ≥ 0.596 | 0.590 | **missed** |",
+        "| observation | cold_first, after the replay | ≥ 0.9 | 0.40 (25 probes) | **missed** |",
+    ]
+    assert report.replay_targets_section({}) == "Not measured."
