@@ -26,7 +26,7 @@ WEIGHT = DEFAULT_ACTIVATION.history_weight
 def lift(count: int, days: float) -> float:
     """history_weight × a / (1 + a), a = ln(count + 1) × (days + 1) ^ -0.5, by hand."""
     a = math.log(count + 1) / math.sqrt(days + 1)
-    return 0.125 * a / (1 + a)
+    return 0.1 * a / (1 + a)
 
 
 def history_of(count: int, days_ago: float | None, **config: object) -> float:
@@ -42,9 +42,9 @@ def history_of(count: int, days_ago: float | None, **config: object) -> float:
 # --- the formula -----------------------------------------------------------------------
 
 
-def test_the_history_weight_is_a_twentieth_of_the_query():
-    assert WEIGHT == 0.125
-    assert WEIGHT / DEFAULT_ACTIVATION.relevance_weight == 0.05
+def test_the_history_weight_is_a_twenty_fifth_of_the_query():
+    assert WEIGHT == 0.1
+    assert WEIGHT / DEFAULT_ACTIVATION.relevance_weight == pytest.approx(0.04)
 
 
 def test_a_memory_never_recalled_has_no_history():
@@ -63,12 +63,12 @@ def test_a_memory_never_recalled_has_no_history():
 @pytest.mark.parametrize(
     ("count", "days", "expected"),
     [
-        (1, 0, 0.051173),  # ln 2 / (1 + ln 2) of the weight
-        (1, 1 / 3, 0.046889),  # eight hours on
-        (5, 0, 0.080225),
-        (5, 1 / 24, 0.079637),
-        (100, 3650, 0.008870),  # ten years on: nearly none left
-        (10**9, 0, 0.119246),  # a billion recalls this moment: still under the weight
+        (1, 0, 0.040938),  # ln 2 / (1 + ln 2) of the weight
+        (1, 1 / 3, 0.037511),  # eight hours on
+        (5, 0, 0.064180),
+        (5, 1 / 24, 0.063710),
+        (100, 3650, 0.007096),  # ten years on: nearly none left
+        (10**9, 0, 0.095397),  # a billion recalls this moment: still under the weight
     ],
 )
 def test_history_grows_with_recalls_fades_with_time_and_stays_under_its_weight(
@@ -95,7 +95,8 @@ def test_a_memory_counted_without_a_moment_fades_from_its_creation():
 
 
 def test_more_of_the_query_outranks_any_history():
-    # 0.06 more of the query's weight against a billion recalls this very moment.
+    # A twenty-fifth more of the query's weight (0.1 of score) against a billion recalls
+    # this very moment (0.095).
     hot = activation(
         retrieval_count=10**9,
         last_retrieved=LATER,
@@ -110,10 +111,10 @@ def test_more_of_the_query_outranks_any_history():
         created_at=NOW,
         salience="medium",
         now=LATER,
-        relevance_value=0.56,
+        relevance_value=0.54,
     )
-    assert hot == pytest.approx(0.6 + 2.5 * 0.50 + 0.119246, abs=1e-6)
-    assert cold == pytest.approx(0.6 + 2.5 * 0.56)
+    assert hot == pytest.approx(0.6 + 2.5 * 0.50 + 0.095397, abs=1e-6)
+    assert cold == pytest.approx(0.6 + 2.5 * 0.54)
     assert cold > hot
 
 
@@ -185,9 +186,9 @@ TEN_WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet"
 @pytest.mark.parametrize(
     ("count", "days_ago", "winner"),
     [
-        (10**9, 0, "nearly"),  # 0.119 of history beats 0.075 of relevance
-        (10**9, 3650, "whole"),  # ten years on, 0.009 does not
-        (1, 0, "whole"),  # one recall, 0.051, does not either
+        (10**9, 0, "nearly"),  # 0.095 of history beats 0.075 of relevance
+        (10**9, 3650, "whole"),  # ten years on, 0.026 does not
+        (1, 0, "whole"),  # one recall, 0.041, does not either
     ],
 )
 def test_the_database_cut_weighs_history_as_the_formula_does(
