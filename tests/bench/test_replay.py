@@ -181,7 +181,7 @@ def test_a_research_run_overrides_ranking_constants_by_name():
         "history": "seed",
         "base_weight": 0.5,
     }
-    with pytest.raises(SystemExit, match="NAME one of .*history_weight"):
+    with pytest.raises(SystemExit, match=r"NAME one of .*history_weight"):
         activation_overrides(["loudness=11"])
     with pytest.raises(SystemExit, match="give NAME=VALUE"):
         activation_overrides(["history_weight"])
