@@ -435,7 +435,8 @@ def history(
         now=now,
         decay_exponent=config.decay_exponent,
     )
-    return config.history_weight * (a / (1.0 + a))
+    # a / (1 + a), written with a once, as the database computes it (memories.scoring).
+    return config.history_weight * (1.0 - 1.0 / (1.0 + a))
 
 
 def activation(

@@ -19,7 +19,7 @@ The caller re-scores what comes back with the reference formula and cuts exactly
 """
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,7 +30,6 @@ from memories.models import (
     Memory,
     MemoryTag,
     MemoryToken,
-    MemoryVector,
     RecallEntry,
     RecallIndex,
 )
@@ -90,12 +89,36 @@ def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
 
 @dataclass(frozen=True)
 class Band:
-    """What best_candidates found: the rows to score exactly, the stored vectors of those
-    rows (blended recall), and how many memories matched in all."""
+    """What best_candidates found: the rows to score exactly (their ids, and the
+    database's score of each: of the lexical part alone, when blending) and how many
+    memories matched in all. A row becomes a Candidate only when asked for: a blended
+    band holds hundreds of rows, of which a few are scored exactly."""
 
-    candidates: list[Candidate]
-    vectors: dict[uuid.UUID, bytes]
+    ids: list[uuid.UUID]
+    scores: list[float]
     matched: int
+    rows: list[tuple[Any, ...]] = field(repr=False)
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return self.candidates_at(range(len(self.ids)))
+
+    def candidates_at(self, positions: Iterable[int]) -> list[Candidate]:
+        candidates = []
+        for i in positions:
+            _, salience, count, last, created, updated, hits, *_ = self.rows[i]
+            candidates.append(
+                Candidate(
+                    id=self.ids[i],
+                    salience=salience,
+                    retrieval_count=count,
+                    last_retrieved=_moment(last) if last is not None else None,
+                    created_at=_moment(created),
+                    updated_at=_moment(updated),
+                    hits=int(hits),
+                )
+            )
+        return candidates
 
 
 def best_candidates(
@@ -108,16 +131,16 @@ def best_candidates(
     limit: int,
     now: datetime,
     config: ActivationConfig,
-    embedder: str | None = None,
+    blend: bool = False,
 ) -> Band:
     """The `limit` best memories by activation, and every row that could take a place
     among them once scored exactly. `weights` is None for a blank query.
 
-    With `embedder` (recall blending in meaning, SPEC §3.2) the database scores the
-    lexical part alone (0.7 × lexical relevance) and returns every row the cosine part,
-    at most 0.3 of relevance, could lift into the best `limit`, with its stored vector.
+    With `blend` (recall blending in meaning, SPEC §3.2) the database scores the lexical
+    part alone (0.7 × lexical relevance) and returns every row the cosine part, at most
+    0.3 of relevance, could lift into the best `limit`.
     """
-    blend = embedder is not None and weights is not None
+    blend = blend and weights is not None
     lexical_share, semantic_share = semantic_shares(config) if blend else (1, 0)
     real = "double precision" if connection.vendor == "postgresql" else "REAL"
     entry = _table(RecallEntry)
@@ -191,24 +214,18 @@ def best_candidates(
         " (SELECT score FROM scored ORDER BY score DESC LIMIT %s) AS best)"
     )
     params.append(limit)
-    columns = "band.id, band.salience, band.rc, band.lr, band.cr, band.up, band.hits"
+    columns = "band.id, band.salience, band.rc, band.lr, band.cr, band.up, band.hits, band.score"
     matched = "(SELECT COUNT(*) FROM scored)"
     if blend:
-        # Every row the cosine part could lift past the cut; each with its vector.
-        # The vector by a lookup per row of the band (a few dozen), never a join that could
-        # read every vector of the owner.
-        vector = (
-            f"(SELECT v.vector FROM {_table(MemoryVector)} v"
-            " WHERE v.memory_id = band.id AND v.embedder = %s)"
-        )
+        # Every row the cosine part could lift past the cut, best first.
         sql = (
-            f"WITH {', '.join(ctes)} SELECT {columns}, {matched}, {vector} FROM"
+            f"WITH {', '.join(ctes)} SELECT {columns}, {matched} FROM"
             " (SELECT s.* FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
         )
-        params += [embedder, config.relevance_weight * float(semantic_share) + EPSILON]
+        params.append(config.relevance_weight * float(semantic_share) + EPSILON)
     else:
         sql = (
-            f"WITH {', '.join(ctes)} SELECT {columns}, {matched}, NULL FROM ("
+            f"WITH {', '.join(ctes)} SELECT {columns}, {matched} FROM ("
             "SELECT s.*, ROW_NUMBER() OVER ("
             "PARTITION BY s.score, s.rc > 0 ORDER BY s.up DESC, s.id) AS nth"
             " FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
@@ -218,32 +235,19 @@ def best_candidates(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    candidates = []
-    vectors: dict[uuid.UUID, bytes] = {}
-    total = int(rows[0][7]) if rows else 0
-    for value, salience, count, last, created, updated, hits_value, _, vector in rows:
-        memory_id = value if isinstance(value, uuid.UUID) else uuid.UUID(value)
-        candidates.append(
-            Candidate(
-                id=memory_id,
-                salience=salience,
-                retrieval_count=count,
-                last_retrieved=_moment(last) if last is not None else None,
-                created_at=_moment(created),
-                updated_at=_moment(updated),
-                hits=int(hits_value),
-            )
-        )
-        if vector:
-            vectors[memory_id] = bytes(vector)
-    return Band(candidates, vectors, total)
+    return Band(
+        ids=[row[0] if isinstance(row[0], uuid.UUID) else uuid.UUID(row[0]) for row in rows],
+        scores=[float(row[7]) for row in rows],
+        matched=int(rows[0][8]) if rows else 0,
+        rows=rows,
+    )
 
 
 def _history_sql(
     f: str, real: str, now: datetime, config: ActivationConfig
 ) -> tuple[str, list[Any]]:
     """memories.ranking.history in SQL, and its parameters: for a retrieved memory its
-    recency-weighted count a, bounded (history_weight × a / (1 + a)) or the seed's
+    recency-weighted count a, bounded (history_weight × (1 − 1 / (1 + a))) or the seed's
     (base_weight × a); for one never retrieved 0, or the seed's base_weight × novelty_floor.
     """
     days = f"(CAST(%s - COALESCE(e.last_retrieved_us, e.created_us) AS {real}) / {f}) / {f}"
@@ -256,10 +260,11 @@ def _history_sql(
     if config.history == SEED_HISTORY:
         sql = f"{f} * (CASE WHEN e.retrieval_count = 0 THEN {f} ELSE {weighted} END)"
         return sql, [config.base_weight, config.novelty_floor, *weighted_params]
+    # a / (1 + a) as 1 − 1 / (1 + a): the logarithm and the power once per row.
     sql = (
-        f"CASE WHEN e.retrieval_count = 0 THEN {f} ELSE {f} * ({weighted} / ({f} + {weighted})) END"
+        f"CASE WHEN e.retrieval_count = 0 THEN {f} ELSE {f} * ({f} - {f} / ({f} + {weighted})) END"
     )
-    return sql, [0.0, config.history_weight, *weighted_params, 1.0, *weighted_params]
+    return sql, [0.0, config.history_weight, 1.0, 1.0, 1.0, *weighted_params]
 
 
 def _moment(microseconds: int) -> datetime:
@@ -267,7 +272,7 @@ def _moment(microseconds: int) -> datetime:
 
 
 def _table(
-    model: type[Memory | MemoryToken | MemoryTag | MemoryVector | RecallEntry | RecallIndex],
+    model: type[Memory | MemoryToken | MemoryTag | RecallEntry | RecallIndex],
 ) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 

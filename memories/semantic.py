@@ -11,11 +11,15 @@ always taken from the stored values.
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from memories.embedding import STORED_DTYPE, Embedder, Vector, from_bytes, to_bytes
+
+if TYPE_CHECKING:
+    from memories.scoring import OwnerIndex
 
 # float16 values are whole multiples of 2**-24, so scaled by 2**24 they are exact integers,
 # and so are the products of two of them (2**-48).
@@ -102,6 +106,20 @@ class OwnerVectors:
                 self._rows[row] = 0
                 self.empty.add(row)
 
+    def cosines_of(self, query: Vector, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int | None]:
+        """Exact cosines (thousandths) of the query with these memories' vectors: None for a
+        memory whose text has no vector; memories this cache does not hold are left out."""
+        held = [(i, row) for i in ids if (row := self.row_of.get(i)) is not None]
+        found: dict[uuid.UUID, int | None] = {}
+        vectored = [(i, row) for i, row in held if row not in self.empty]
+        found.update((i, None) for i, row in held if row in self.empty)
+        if vectored:
+            rows = [row for _, row in vectored]
+            dots = as_integers(self.matrix[rows]) @ as_integers(query_stored(query))
+            for (i, _), dot in zip(vectored, dots.tolist(), strict=True):
+                found[i] = cosine_milli(dot)
+        return found
+
     def nearest(
         self, query: Vector, *, floor_milli: int, limit: int, exclude: set[uuid.UUID]
     ) -> list[tuple[uuid.UUID, int]]:
@@ -145,41 +163,70 @@ class VectorCache:
         query: Vector,
         *,
         embedder: Embedder,
-        version: int,
-        generation: uuid.UUID | None,
-        live: int,
+        index: "OwnerIndex",
         floor_milli: int,
         limit: int,
         exclude: set[uuid.UUID],
     ) -> list[tuple[uuid.UUID, int]]:
         """The owner's memories nearest the query by exact cosine (see OwnerVectors)."""
+        with self._lock:
+            held = self._refreshed(owner_id, embedder, index)
+            return held.nearest(query, floor_milli=floor_milli, limit=limit, exclude=exclude)
+
+    def cosines(
+        self,
+        owner_id: int,
+        query: Vector,
+        ids: Sequence[uuid.UUID],
+        *,
+        embedder: Embedder,
+        index: "OwnerIndex",
+    ) -> list[int | None]:
+        """Exact cosines (thousandths) of the query with each of these memories, None where
+        a memory has no vector. The cache answers for what it holds as of the index's
+        version; a memory written since (not held yet) is read from the database."""
         from memories.models import MemoryVector
 
         with self._lock:
-            held = self._owners.get(owner_id)
-            # Vectors of deleted memories stay until a reload; reload when they pile up.
-            # Another generation, or a version gone back (the database was restored): the
-            # cache is of another store.
-            if (
-                held is None
-                or held.embedder != embedder.name
-                or held.generation != generation
-                or held.version > version
-                or len(held.ids) > 1.25 * live + 100
-            ):
-                held = self._owners[owner_id] = OwnerVectors(
-                    embedder.name, embedder.dimension, generation
-                )
-            if held.version != version:
-                rows = MemoryVector.objects.filter(
-                    owner_id=owner_id, embedder=embedder.name, version__gt=held.version
-                ).order_by("version", "memory_id")
-                held.apply(
-                    (memory_id, bytes(data))
-                    for memory_id, data in rows.values_list("memory_id", "vector")
-                )
-                held.version = version
-            return held.nearest(query, floor_milli=floor_milli, limit=limit, exclude=exclude)
+            found = self._refreshed(owner_id, embedder, index).cosines_of(query, ids)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            rows = MemoryVector.objects.filter(
+                owner_id=owner_id, embedder=embedder.name, memory_id__in=missing
+            ).values_list("memory_id", "vector")
+            stored = dict(rows)
+            exact = cosines(query, [bytes(stored[i]) if i in stored else None for i in missing])
+            found.update(zip(missing, exact, strict=True))
+        return [found[i] for i in ids]
+
+    def _refreshed(self, owner_id: int, embedder: Embedder, index: "OwnerIndex") -> OwnerVectors:
+        """The owner's vectors brought up to the index's version (call with the lock held)."""
+        from memories.models import MemoryVector
+
+        held = self._owners.get(owner_id)
+        # Vectors of deleted memories stay until a reload; reload when they pile up.
+        # Another generation, or a version gone back (the database was restored): the
+        # cache is of another store.
+        if (
+            held is None
+            or held.embedder != embedder.name
+            or held.generation != index.generation
+            or held.version > index.version
+            or len(held.ids) > 1.25 * index.live + 100
+        ):
+            held = self._owners[owner_id] = OwnerVectors(
+                embedder.name, embedder.dimension, index.generation
+            )
+        if held.version != index.version:
+            rows = MemoryVector.objects.filter(
+                owner_id=owner_id, embedder=embedder.name, version__gt=held.version
+            ).order_by("version", "memory_id")
+            held.apply(
+                (memory_id, bytes(data))
+                for memory_id, data in rows.values_list("memory_id", "vector")
+            )
+            held.version = index.version
+        return held
 
     def clear(self) -> None:
         with self._lock:

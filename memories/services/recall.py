@@ -1,6 +1,8 @@
 """taproot_recall: rank the caller's memories by activation and strengthen what is returned."""
 
 import dataclasses
+import heapq
+import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,8 +25,8 @@ from memories.ranking import (
     query_weights,
     rank,
 )
-from memories.scoring import Filters, OwnerIndex, best_candidates, statistics
-from memories.semantic import CACHE, cosines
+from memories.scoring import EPSILON, Band, Filters, OwnerIndex, best_candidates, statistics
+from memories.semantic import CACHE
 from memories.services._common import now_or
 from memories.services.loaded import with_reflect_hint
 from memories.shortids import resolve_prefixes, skipped_prefixes_warning
@@ -187,7 +189,7 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
         limit=filters.limit,
         now=now,
         config=config,
-        embedder=semantic.name if semantic and query_vector is not None else None,
+        blend=query_vector is not None,
     )
     if query_vector is None:
         ranked = rank(
@@ -198,13 +200,11 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
         )
         return Ranking(ranked[: filters.limit])
     assert semantic is not None
-    order = [c.id for c in band.candidates]
-    stored = cosines(query_vector, [band.vectors.get(i) for i in order])
+    stored = CACHE.cosines(owner.pk, query_vector, band.ids, embedder=semantic, index=owner_index)
     # A match without a vector (written while the embedder was off) counts cosine 0.
-    matches = [
-        dataclasses.replace(c, cosine=cosine or 0)
-        for c, cosine in zip(band.candidates, stored, strict=True)
-    ]
+    matches = _finalists(
+        band, [cosine or 0 for cosine in stored], limit=filters.limit, config=config
+    )
     alone: list[Candidate] = []
     if band.matched < filters.limit:
         alone = _meaning_alone(
@@ -212,13 +212,37 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
             query_vector,
             narrowing,
             places=filters.limit - band.matched,
-            exclude={c.id for c in matches},
+            exclude=set(band.ids),
             owner_index=owner_index,
             now=now,
             config=config,
         )
     ranked = rank(matches + alone, denominator=denominator, now=now, config=config)
     return Ranking(ranked[: filters.limit], meaning_only={c.id for c in alone})
+
+
+def _finalists(
+    band: Band, cosines: list[int], *, limit: int, config: ActivationConfig
+) -> list[Candidate]:
+    """The lexical matches of the band that can still take one of the `limit` places once
+    their cosines are blended in, each with its cosine.
+
+    The band holds every row the cosine part could lift past the database's cut, which
+    for a query of common words is hundreds. Their scores in floats (the database's score
+    of the lexical part plus the cosine part) differ from the exact ones by far less than
+    EPSILON, so only rows within EPSILON of the `limit`-th best float need the exact
+    score: the others cannot come in.
+    """
+    weight = config.relevance_weight * config.semantic_share / 1000
+    approximate = [score + weight * c for score, c in zip(band.scores, cosines, strict=True)]
+    cut = (
+        heapq.nlargest(limit, approximate)[-1] - EPSILON if len(approximate) > limit else -math.inf
+    )
+    chosen = [i for i, score in enumerate(approximate) if score >= cut]
+    return [
+        dataclasses.replace(candidate, cosine=cosines[i])
+        for i, candidate in zip(chosen, band.candidates_at(chosen), strict=True)
+    ]
 
 
 def _meaning_alone(
@@ -244,9 +268,7 @@ def _meaning_alone(
             owner.pk,
             query_vector,
             embedder=semantic,
-            version=owner_index.version,
-            generation=owner_index.generation,
-            live=owner_index.live,
+            index=owner_index,
             floor_milli=config.meaning_floor,
             limit=wanted,
             exclude=exclude,
