@@ -14,6 +14,7 @@ from django.db import connection
 from memories.conf import activation_config, embedder
 from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.ranking import MEANING_FLOOR, activation, relevance_value
+from memories.scoring import statistics
 from memories.semantic import VectorCache
 from memories.services import (
     compress,
@@ -133,6 +134,26 @@ def test_without_an_embedder_recall_ranks_by_words_alone(user, store, settings):
     [found] = reply["results"]
     # Never recalled, so no history: medium salience 0.6 and the whole query, 2.5.
     assert found["activation_score"] == round(0.6 + 2.5 * 1.0, 3)
+
+
+def test_the_cache_gives_exact_cosines_and_reads_what_was_written_since_from_the_database(
+    user, store, make_memory, settings
+):
+    """A lexical match's cosine comes from the worker's cache as of the index version recall
+    read; a memory written after that read is not held yet, and is read from the store."""
+    query = "vegan food preferences"
+    semantic = embedder()
+    assert semantic is not None
+    index = statistics(user.pk, [])
+    query_vector = semantic.embed([query])[0]
+    later = make_memory(gist="Tofu", content="Maya cooks tofu on Mondays.")
+    settings.TAPROOT_EMBEDDER = "none"
+    unvectored = make_memory(gist="Written with the embedder off", content="No vector.")
+    worker = VectorCache()
+    ids = [store["vegetarian"].pk, store["car"].pk, later.pk, unvectored.pk]
+    got = worker.cosines(user.pk, query_vector, ids, embedder=semantic, index=index)
+    expected = [cosine(query, memory) for memory in (store["vegetarian"], store["car"], later)]
+    assert got == [*expected, None]
 
 
 def test_an_edit_is_reflected_in_the_next_recall_in_this_worker_and_another(
