@@ -146,13 +146,15 @@ def test_the_cache_gives_exact_cosines_and_reads_what_was_written_since_from_the
     assert semantic is not None
     index = statistics(user.pk, [])
     query_vector = semantic.embed([query])[0]
+    worker = VectorCache()
+    # The worker holds the store as of the index it read.
+    worker.cosines(user.pk, query_vector, [], embedder=semantic, index=index)
     later = make_memory(gist="Tofu", content="Maya cooks tofu on Mondays.")
+    expected = [cosine(query, memory) for memory in (store["vegetarian"], store["car"], later)]
     settings.TAPROOT_EMBEDDER = "none"
     unvectored = make_memory(gist="Written with the embedder off", content="No vector.")
-    worker = VectorCache()
     ids = [store["vegetarian"].pk, store["car"].pk, later.pk, unvectored.pk]
     got = worker.cosines(user.pk, query_vector, ids, embedder=semantic, index=index)
-    expected = [cosine(query, memory) for memory in (store["vegetarian"], store["car"], later)]
     assert got == [*expected, None]
 
 
