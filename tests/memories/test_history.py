@@ -35,7 +35,19 @@ def history_of(count: int, days_ago: float | None, **config: object) -> float:
         last_retrieved=None if days_ago is None else LATER - timedelta(days=days_ago),
         created_at=NOW - timedelta(days=400),
         now=LATER,
-        config=ActivationConfig(**config),  # type: ignore[arg-type]
+        config=ActivationConfig(**config),
+    )
+
+
+def medium_score(count: int, relevance: float) -> float:
+    """The whole score of a medium-salience memory last recalled this moment (if ever)."""
+    return activation(
+        retrieval_count=count,
+        last_retrieved=LATER if count else None,
+        created_at=NOW,
+        salience="medium",
+        now=LATER,
+        relevance_value=relevance,
     )
 
 
@@ -49,15 +61,7 @@ def test_the_history_weight_is_a_twenty_fifth_of_the_query():
 
 def test_a_memory_never_recalled_has_no_history():
     assert history_of(0, None) == 0.0
-    score = activation(
-        retrieval_count=0,
-        last_retrieved=None,
-        created_at=NOW,
-        salience="medium",
-        now=LATER,
-        relevance_value=0.5,
-    )
-    assert score == 0.6 + 2.5 * 0.5
+    assert medium_score(0, 0.5) == 0.6 + 2.5 * 0.5
 
 
 @pytest.mark.parametrize(
@@ -97,22 +101,7 @@ def test_a_memory_counted_without_a_moment_fades_from_its_creation():
 def test_more_of_the_query_outranks_any_history():
     # A twenty-fifth more of the query's weight (0.1 of score) against a billion recalls
     # this very moment (0.095).
-    hot = activation(
-        retrieval_count=10**9,
-        last_retrieved=LATER,
-        created_at=NOW,
-        salience="medium",
-        now=LATER,
-        relevance_value=0.50,
-    )
-    cold = activation(
-        retrieval_count=0,
-        last_retrieved=None,
-        created_at=NOW,
-        salience="medium",
-        now=LATER,
-        relevance_value=0.54,
-    )
+    hot, cold = medium_score(10**9, 0.50), medium_score(0, 0.54)
     assert hot == pytest.approx(0.6 + 2.5 * 0.50 + 0.095397, abs=1e-6)
     assert cold == pytest.approx(0.6 + 2.5 * 0.54)
     assert cold > hot
@@ -131,10 +120,8 @@ def test_an_unknown_history_form_is_refused_at_configuration():
 
 # --- recall ----------------------------------------------------------------------------
 
-pytest_db = pytest.mark.django_db
 
-
-@pytest_db
+@pytest.mark.django_db
 @pytest.mark.usefixtures("lexical_only")
 def test_among_equal_matches_the_one_recalled_lately_comes_first(user, make_memory):
     # The same text twice; the one never recalled is newer, which would win a tie.
@@ -146,7 +133,7 @@ def test_among_equal_matches_the_one_recalled_lately_comes_first(user, make_memo
     assert scores == [round(lift(5, 1 / 24) + 0.6 + 2.5, 3), round(0.6 + 2.5, 3)]
 
 
-@pytest_db
+@pytest.mark.django_db
 @pytest.mark.usefixtures("lexical_only")
 def test_recalls_through_the_tool_order_equal_matches(user, make_memory):
     first = make_memory(gist="Cello lesson")
@@ -158,7 +145,7 @@ def test_recalls_through_the_tool_order_equal_matches(user, make_memory):
     assert reply["results"][0]["activation_score"] == round(lift(5, 1 / 24) + 0.6 + 2.5, 3)
 
 
-@pytest_db
+@pytest.mark.django_db
 @pytest.mark.usefixtures("lexical_only")
 def test_a_fuller_match_never_recalled_outranks_a_much_recalled_partial_one(user, make_memory):
     # The probe of the benchmark's replay: one common word the hot memory holds, and two
@@ -181,7 +168,7 @@ def test_a_fuller_match_never_recalled_outranks_a_much_recalled_partial_one(user
 TEN_WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet"
 
 
-@pytest_db
+@pytest.mark.django_db
 @pytest.mark.usefixtures("lexical_only")
 @pytest.mark.parametrize(
     ("count", "days_ago", "winner"),
@@ -210,7 +197,7 @@ def test_the_database_cut_weighs_history_as_the_formula_does(
     assert found["activation_score"] == (nearly if winner == "nearly" else 0.6 + 2.5)
 
 
-@pytest_db
+@pytest.mark.django_db
 @pytest.mark.usefixtures("lexical_only")
 def test_salience_still_orders_equal_matches_above_history(user, make_memory):
     much_recalled = make_memory(
@@ -222,7 +209,7 @@ def test_salience_still_orders_equal_matches_above_history(user, make_memory):
     assert [r["id"] for r in reply["results"]] == [str(high.pk), str(much_recalled.pk), str(low.pk)]
 
 
-@pytest_db
+@pytest.mark.django_db
 @pytest.mark.usefixtures("lexical_only")
 def test_a_blank_query_orders_by_salience_then_history(user, make_memory):
     quiet = make_memory(gist="One", salience="high")
@@ -242,7 +229,7 @@ def test_a_blank_query_orders_by_salience_then_history(user, make_memory):
     ]
 
 
-@pytest_db
+@pytest.mark.django_db
 @pytest.mark.usefixtures("lexical_only")
 def test_an_archived_memory_brings_no_history_into_recall_until_unarchived(user, make_memory):
     hot = make_memory(gist="Cello lesson", retrieval_count=10**6, last_retrieved=NOW)
@@ -258,7 +245,7 @@ def test_an_archived_memory_brings_no_history_into_recall_until_unarchived(user,
     assert Memory.objects.get(pk=hot.pk).retrieval_count == 10**6 + 1
 
 
-@pytest_db
+@pytest.mark.django_db
 def test_a_memory_found_by_meaning_alone_scores_with_its_history_and_keeps_it(user, make_memory):
     vegetarian = make_memory(
         gist="Vegetarian",
