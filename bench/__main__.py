@@ -326,11 +326,14 @@ def main(argv: list[str]) -> None:
                         databases[backend] = db
                     elif not args.keep_databases:
                         drop(db)
-        retrieval_runs = sorted({r for p in parts for r in RETRIEVAL_RUNS.get(p, ())})
-        if retrieval_runs:
-            results["retrieval"] = run_retrieval(
+        asked = {r for p in parts for r in RETRIEVAL_RUNS.get(p, ())}
+        retrieval_runs = [r for r in RETRIEVAL_RUNS["retrieval"] if r in asked]
+        if retrieval_runs and (
+            retrieval := run_retrieval(
                 args, backends, database, out_dir, retrieval_runs, results["notes"]
             )
+        ):
+            results["retrieval"] = retrieval
         if "http" in parts:
             results["http"] = run_http(args, backends, databases, out_dir, results["service"])
     finally:
