@@ -53,6 +53,15 @@ def cosine_milli(dot: int) -> int:
     return int(whole)
 
 
+def cosines_milli(dots: npt.NDArray[np.int64]) -> list[int]:
+    """cosine_milli of each exact scaled dot, at once: a dot of unit vectors is at most
+    2**48, so a thousand of it stays exact in 64 bits."""
+    whole, rest = np.divmod(np.maximum(dots, 0) * 1000, _PRODUCT)
+    up = (2 * rest > _PRODUCT) | ((2 * rest == _PRODUCT) & (whole % 2 == 1))
+    milli: list[int] = (whole + up).tolist()
+    return milli
+
+
 def cosines(query: Vector, vectors: Sequence[bytes | None]) -> list[int | None]:
     """Exact cosines (thousandths) of the query with stored vectors; None where a memory
     has no vector."""
@@ -62,8 +71,8 @@ def cosines(query: Vector, vectors: Sequence[bytes | None]) -> list[int | None]:
         return result
     matrix = np.stack([from_bytes(vectors[i]) for i in present])  # type: ignore[arg-type]
     dots = as_integers(matrix) @ as_integers(query_stored(query))
-    for i, dot in zip(present, dots.tolist(), strict=True):
-        result[i] = cosine_milli(dot)
+    for i, milli in zip(present, cosines_milli(dots), strict=True):
+        result[i] = milli
     return result
 
 
@@ -109,15 +118,21 @@ class OwnerVectors:
     def cosines_of(self, query: Vector, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int | None]:
         """Exact cosines (thousandths) of the query with these memories' vectors: None for a
         memory whose text has no vector; memories this cache does not hold are left out."""
-        held = [(i, row) for i in ids if (row := self.row_of.get(i)) is not None]
         found: dict[uuid.UUID, int | None] = {}
-        vectored = [(i, row) for i, row in held if row not in self.empty]
-        found.update((i, None) for i, row in held if row in self.empty)
-        if vectored:
-            rows = [row for _, row in vectored]
+        vectored: list[uuid.UUID] = []
+        rows: list[int] = []
+        for i in ids:
+            row = self.row_of.get(i)
+            if row is None:
+                continue
+            if row in self.empty:
+                found[i] = None
+            else:
+                vectored.append(i)
+                rows.append(row)
+        if rows:
             dots = as_integers(self.matrix[rows]) @ as_integers(query_stored(query))
-            for (i, _), dot in zip(vectored, dots.tolist(), strict=True):
-                found[i] = cosine_milli(dot)
+            found.update(zip(vectored, cosines_milli(dots), strict=True))
         return found
 
     def nearest(

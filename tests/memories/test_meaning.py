@@ -247,3 +247,28 @@ def test_meaning_looks_further_when_the_nearest_memories_are_filtered_out(user, 
     wanted = make_memory(id=uuid.UUID(int=2**128 - 1), category="episodic", **text)
     reply = recall(owner=user, query="vegan food preferences", category="episodic", limit=1)
     assert [r["id"] for r in reply["results"]] == [str(wanted.pk)]
+
+
+def test_cosines_in_bulk_round_exactly_as_one_at_a_time():
+    import numpy as np
+
+    from memories.semantic import cosine_milli, cosines_milli
+
+    product = 2**48
+    # Exact halves of a thousandth (ties to even both ways), just either side of them,
+    # zero, negatives, a whole cosine and a little over it (float16 norms).
+    # 1/16 = 62.5 and 3/16 = 187.5 thousandths, exactly.
+    dots = [
+        2**44,
+        3 * 2**44,
+        2**44 + 1,
+        3 * 2**44 - 1,
+        0,
+        -5,
+        -(product // 3),
+        product,
+        product + product // 500,
+        123_456_789_012,
+    ]
+    assert cosines_milli(np.array(dots, dtype=np.int64)) == [cosine_milli(d) for d in dots]
+    assert [cosine_milli(d) for d in dots[:4]] == [62, 188, 63, 187]
