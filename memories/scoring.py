@@ -89,19 +89,19 @@ def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
 
 @dataclass(frozen=True)
 class Band:
-    """What best_candidates found: the rows to score exactly (their ids, and the
-    database's score of each: of the lexical part alone, when blending) and how many
-    memories matched in all. A row becomes a Candidate only when asked for: a blended
-    band holds hundreds of rows, of which a few are scored exactly."""
+    """What best_candidates found: the rows to score exactly (each memory's id as an
+    integer, and the database's score: of the lexical part alone, when blending) and how
+    many memories matched in all. A row becomes a Candidate only when asked for: a
+    blended band holds hundreds of rows, of which a few are scored exactly."""
 
-    ids: list[uuid.UUID]
+    keys: list[int]  # uuid.UUID.int of each row's memory
     scores: list[float]
     matched: int
     rows: list[tuple[Any, ...]] = field(repr=False)
 
     @property
     def candidates(self) -> list[Candidate]:
-        return self.candidates_at(range(len(self.ids)))
+        return self.candidates_at(range(len(self.keys)))
 
     def candidates_at(self, positions: Iterable[int]) -> list[Candidate]:
         candidates = []
@@ -109,7 +109,7 @@ class Band:
             _, salience, count, last, created, updated, hits, *_ = self.rows[i]
             candidates.append(
                 Candidate(
-                    id=self.ids[i],
+                    id=uuid.UUID(int=self.keys[i]),
                     salience=salience,
                     retrieval_count=count,
                     last_retrieved=_moment(last) if last is not None else None,
@@ -236,7 +236,7 @@ def best_candidates(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return Band(
-        ids=[row[0] if isinstance(row[0], uuid.UUID) else uuid.UUID(row[0]) for row in rows],
+        keys=[_key(row[0]) for row in rows],
         scores=[float(row[7]) for row in rows],
         matched=int(rows[0][8]) if rows else 0,
         rows=rows,
@@ -265,6 +265,12 @@ def _history_sql(
         f"CASE WHEN e.retrieval_count = 0 THEN {f} ELSE {f} * ({f} - {f} / ({f} + {weighted})) END"
     )
     return sql, [0.0, config.history_weight, 1.0, 1.0, 1.0, *weighted_params]
+
+
+def _key(value: uuid.UUID | str) -> int:
+    """A memory id as the database returns it (a UUID, or SQLite's 32 hex digits) as an
+    integer, without building a UUID."""
+    return value.int if isinstance(value, uuid.UUID) else int(value, 16)
 
 
 def _moment(microseconds: int) -> datetime:

@@ -90,7 +90,9 @@ class OwnerVectors:
         self.generation = generation
         self.version = -1
         self.ids: list[uuid.UUID] = []
-        self.row_of: dict[uuid.UUID, int] = {}
+        # Row of each memory, by its id as an integer (uuid.UUID.int): a recall looks up
+        # hundreds, and an integer hashes without Python code.
+        self.row_of: dict[int, int] = {}
         self._rows = np.zeros((1024, dimension), dtype=np.float32)
         # Rows whose memory has no vector now (its text lost every token).
         self.empty: set[int] = set()
@@ -102,9 +104,9 @@ class OwnerVectors:
     def apply(self, rows: Iterable[tuple[uuid.UUID, bytes]]) -> None:
         """Take in new or changed vectors (no bytes: the memory has none now)."""
         for memory_id, data in rows:
-            row = self.row_of.get(memory_id)
+            row = self.row_of.get(memory_id.int)
             if row is None:
-                row = self.row_of[memory_id] = len(self.ids)
+                row = self.row_of[memory_id.int] = len(self.ids)
                 self.ids.append(memory_id)
                 if row == len(self._rows):
                     self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
@@ -115,13 +117,14 @@ class OwnerVectors:
                 self._rows[row] = 0
                 self.empty.add(row)
 
-    def cosines_of(self, query: Vector, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int | None]:
-        """Exact cosines (thousandths) of the query with these memories' vectors: None for a
-        memory whose text has no vector; memories this cache does not hold are left out."""
-        found: dict[uuid.UUID, int | None] = {}
-        vectored: list[uuid.UUID] = []
+    def cosines_of(self, query: Vector, keys: Sequence[int]) -> dict[int, int | None]:
+        """Exact cosines (thousandths) of the query with these memories' vectors (keys: ids
+        as integers): None for a memory whose text has no vector; memories this cache
+        does not hold are left out."""
+        found: dict[int, int | None] = {}
+        vectored: list[int] = []
         rows: list[int] = []
-        for i in ids:
+        for i in keys:
             row = self.row_of.get(i)
             if row is None:
                 continue
@@ -192,27 +195,28 @@ class VectorCache:
         self,
         owner_id: int,
         query: Vector,
-        ids: Sequence[uuid.UUID],
+        keys: Sequence[int],
         *,
         embedder: Embedder,
         index: "OwnerIndex",
     ) -> list[int | None]:
-        """Exact cosines (thousandths) of the query with each of these memories, None where
-        a memory has no vector. The cache answers for what it holds as of the index's
-        version; a memory written since (not held yet) is read from the database."""
+        """Exact cosines (thousandths) of the query with each of these memories (keys: ids
+        as integers), None where a memory has no vector. The cache answers for what it
+        holds as of the index's version; a memory written since (not held yet) is read
+        from the database."""
         from memories.models import MemoryVector
 
         with self._lock:
-            found = self._refreshed(owner_id, embedder, index).cosines_of(query, ids)
-        missing = [i for i in ids if i not in found]
+            found = self._refreshed(owner_id, embedder, index).cosines_of(query, keys)
+        missing = [uuid.UUID(int=k) for k in keys if k not in found]
         if missing:
             rows = MemoryVector.objects.filter(
                 owner_id=owner_id, embedder=embedder.name, memory_id__in=missing
             ).values_list("memory_id", "vector")
-            stored = dict(rows)
-            exact = cosines(query, [bytes(stored[i]) if i in stored else None for i in missing])
-            found.update(zip(missing, exact, strict=True))
-        return [found[i] for i in ids]
+            stored = {memory_id.int: bytes(data) for memory_id, data in rows}
+            exact = cosines(query, [stored.get(i.int) for i in missing])
+            found.update(zip((i.int for i in missing), exact, strict=True))
+        return [found[k] for k in keys]
 
     def _refreshed(self, owner_id: int, embedder: Embedder, index: "OwnerIndex") -> OwnerVectors:
         """The owner's vectors brought up to the index's version (call with the lock held)."""

@@ -200,7 +200,7 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
         )
         return Ranking(ranked[: filters.limit])
     assert semantic is not None
-    stored = CACHE.cosines(owner.pk, query_vector, band.ids, embedder=semantic, index=owner_index)
+    stored = CACHE.cosines(owner.pk, query_vector, band.keys, embedder=semantic, index=owner_index)
     # A match without a vector (written while the embedder was off) counts cosine 0.
     matches = _finalists(
         band, [cosine or 0 for cosine in stored], limit=filters.limit, config=config
@@ -212,7 +212,7 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
             query_vector,
             narrowing,
             places=filters.limit - band.matched,
-            exclude=set(band.ids),
+            exclude={uuid.UUID(int=key) for key in band.keys},
             owner_index=owner_index,
             now=now,
             config=config,

@@ -153,8 +153,8 @@ def test_the_cache_gives_exact_cosines_and_reads_what_was_written_since_from_the
     expected = [cosine(query, memory) for memory in (store["vegetarian"], store["car"], later)]
     settings.TAPROOT_EMBEDDER = "none"
     unvectored = make_memory(gist="Written with the embedder off", content="No vector.")
-    ids = [store["vegetarian"].pk, store["car"].pk, later.pk, unvectored.pk]
-    got = worker.cosines(user.pk, query_vector, ids, embedder=semantic, index=index)
+    keys = [m.pk.int for m in (store["vegetarian"], store["car"], later, unvectored)]
+    got = worker.cosines(user.pk, query_vector, keys, embedder=semantic, index=index)
     assert got == [*expected, None]
 
 
