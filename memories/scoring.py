@@ -132,13 +132,16 @@ def best_candidates(
     now: datetime,
     config: ActivationConfig,
     blend: bool = False,
+    cosine_ceiling: int = 1000,
 ) -> Band:
     """The `limit` best memories by activation, and every row that could take a place
     among them once scored exactly. `weights` is None for a blank query.
 
     With `blend` (recall blending in meaning, SPEC §3.2) the database scores the lexical
     part alone (0.7 × lexical relevance) and returns every row the cosine part, at most
-    0.3 of relevance, could lift into the best `limit`.
+    0.3 of relevance, could lift into the best `limit`: every row within the cosine part
+    of `cosine_ceiling` (thousandths; no memory's cosine with the query is higher) of the
+    cut.
     """
     blend = blend and weights is not None
     lexical_share, semantic_share = semantic_shares(config) if blend else (1, 0)
@@ -222,7 +225,8 @@ def best_candidates(
             f"WITH {', '.join(ctes)} SELECT {columns}, {matched} FROM"
             " (SELECT s.* FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
         )
-        params.append(config.relevance_weight * float(semantic_share) + EPSILON)
+        reach = config.relevance_weight * float(semantic_share) * cosine_ceiling / 1000
+        params.append(reach + EPSILON)
     else:
         sql = (
             f"WITH {', '.join(ctes)} SELECT {columns}, {matched} FROM ("

@@ -8,6 +8,7 @@ float32 matrix for a quick scan (recall's "meaning alone" places); exact cosines
 always taken from the stored values.
 """
 
+import math
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 # and so are the products of two of them (2**-48).
 _SCALE = 2**24
 _PRODUCT = _SCALE * _SCALE
+# Thousandths by which a float32 scan of cosines may miss the exact one (float32 sums of a
+# few hundred products, far under a thousandth), and then some.
+_SCAN_ROOM = 2
 
 
 def memory_text(*, gist: str, content: str, tags: Sequence[str], keywords: Sequence[str]) -> str:
@@ -138,6 +142,14 @@ class OwnerVectors:
             found.update(zip(vectored, cosines_milli(dots), strict=True))
         return found
 
+    def ceiling(self, query: Vector) -> int:
+        """A cosine (thousandths) no memory held here exceeds with the query: the float32
+        scan's best, with room for its rounding."""
+        if not self.ids:
+            return 0
+        best = float((self.matrix @ query_stored(query)).max())
+        return min(1000, max(0, math.ceil(1000 * best) + _SCAN_ROOM))
+
     def nearest(
         self, query: Vector, *, floor_milli: int, limit: int, exclude: set[uuid.UUID]
     ) -> list[tuple[uuid.UUID, int]]:
@@ -147,7 +159,7 @@ class OwnerVectors:
             return []
         target = query_stored(query)
         approx = self.matrix @ target
-        reach = np.flatnonzero(approx >= floor_milli / 1000 - 0.002)
+        reach = np.flatnonzero(approx >= (floor_milli - _SCAN_ROOM) / 1000)
         reach = reach[np.argsort(-approx[reach], kind="stable")]
         found: list[tuple[uuid.UUID, int]] = []
         exact_query = as_integers(target)
@@ -217,6 +229,14 @@ class VectorCache:
             exact = cosines(query, [stored.get(i.int) for i in missing])
             found.update(zip((i.int for i in missing), exact, strict=True))
         return [found[k] for k in keys]
+
+    def ceiling(
+        self, owner_id: int, query: Vector, *, embedder: Embedder, index: "OwnerIndex"
+    ) -> int:
+        """A cosine (thousandths) that none of the owner's memories exceeds with the query,
+        as of the index's version."""
+        with self._lock:
+            return self._refreshed(owner_id, embedder, index).ceiling(query)
 
     def _refreshed(self, owner_id: int, embedder: Embedder, index: "OwnerIndex") -> OwnerVectors:
         """The owner's vectors brought up to the index's version (call with the lock held)."""

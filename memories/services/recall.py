@@ -48,6 +48,9 @@ from memories.validation import (
     split_id_list,
 )
 
+# A blended query whose words this many memories hold in all (the sum of their document
+# frequencies, at least the number of matches) narrows the cosine part's reach first.
+WIDE_QUERY = 200
 # Claude.ai cuts tool results near 150,000 characters; stop well before that.
 MAX_REPLY_CHARS = 100_000
 STOP_WORDS_NOTE = (
@@ -180,6 +183,12 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
         )
         denominator = Relevance(weights, keyword_factor, content_factor).denominator
     query_vector = semantic.embed([filters.query or ""])[0] if semantic else None
+    ceiling = 1000
+    if semantic and query_vector is not None and sum(owner_index.df.values()) >= WIDE_QUERY:
+        # Many matches, so many rows within reach of the cosine part: the best cosine any
+        # memory has with the query narrows that reach (to about half, typically) for the
+        # price of one scan of the vectors the worker keeps.
+        ceiling = CACHE.ceiling(owner.pk, query_vector, embedder=semantic, index=owner_index)
     band = best_candidates(
         owner.pk,
         weights=weights,
@@ -190,6 +199,7 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
         now=now,
         config=config,
         blend=query_vector is not None,
+        cosine_ceiling=ceiling,
     )
     if query_vector is None:
         ranked = rank(

@@ -272,3 +272,25 @@ def test_cosines_in_bulk_round_exactly_as_one_at_a_time():
     ]
     assert cosines_milli(np.array(dots, dtype=np.int64)) == [cosine_milli(d) for d in dots]
     assert [cosine_milli(d) for d in dots[:4]] == [62, 188, 63, 187]
+
+
+def test_the_cosine_ceiling_is_never_below_a_memorys_exact_cosine_and_close_to_the_best():
+    import numpy as np
+
+    from memories.embedding import to_bytes
+    from memories.semantic import OwnerVectors, cosines
+
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(500, 256)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    held = OwnerVectors("test", 256, None)
+    held.apply((uuid.UUID(int=i + 1), to_bytes(v)) for i, v in enumerate(vectors))
+    for _ in range(20):
+        query = rng.normal(size=256).astype(np.float32)
+        query /= np.linalg.norm(query)
+        # A query near one memory, as a real one near its best match is.
+        query = (query + 4 * vectors[rng.integers(500)]).astype(np.float32)
+        query /= np.linalg.norm(query)
+        exact = [c or 0 for c in cosines(query, [to_bytes(v) for v in vectors])]
+        assert max(exact) <= held.ceiling(query) <= max(exact) + 3
+    assert OwnerVectors("test", 256, None).ceiling(query) == 0

@@ -316,3 +316,37 @@ def test_database_ranking_equals_the_reference(
         ]
         df = {key: n for key in keys if (n := sum(key in tokens for tokens in held))}
         assert (stats.live, stats.df) == (len(live), df)
+
+
+@pytest.mark.parametrize("limit", [1, 3, 10])
+def test_a_query_many_memories_match_blends_exactly_as_the_reference(user, make_memory, limit):
+    """Past WIDE_QUERY the reach of the cosine part is narrowed by the best cosine any
+    memory has with the query; the ranking must stay the reference's."""
+    from memories.services.recall import WIDE_QUERY
+
+    vocabulary = ["garden", "tea", "cello", "lisbon", "running", "cat", "rain", "book", "東京"]
+    for i in range(90):
+        pick = [vocabulary[(i * k + i // 9) % len(vocabulary)] for k in (1, 2, 5)]
+        make_memory(
+            gist=" ".join(pick),
+            content=" ".join(vocabulary[(i + k) % len(vocabulary)] for k in range(i % 4 + 1)),
+            salience=["high", "medium", "low"][i % 3],
+            retrieval_count=i % 5,
+            last_retrieved=NOW - timedelta(days=i % 7) if i % 5 else None,
+        )
+    query = "garden tea cello book rain"
+    keys = list(parse_query(query, ranking_profile()).tokens)
+    assert sum(statistics(user.pk, keys).df.values()) >= WIDE_QUERY
+    now = NOW + timedelta(days=1)
+    live = [values(m) for m in Memory.objects.for_owner(user).live()]
+    expected = reference_rank(
+        live,
+        query,
+        profile=ranking_profile(),
+        now=now,
+        config=activation_config(),
+        limit=limit,
+        cosine=cosine_with(query),
+    )
+    got = rank_memories(user, parse_filters(query=query, limit=limit), now=now).ranked
+    assert [(r.candidate.id, r.score) for r in got] == [(r.candidate.id, r.score) for r in expected]
