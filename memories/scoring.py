@@ -66,14 +66,17 @@ class OwnerIndex:
 def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
     """N, the index's version and the df of each key, in one statement."""
     token, index = _table(MemoryToken), _table(RecallIndex)
-    sql = (
-        f"SELECT NULL, live_memories, version, generation FROM {index} WHERE owner_id = %s"
-        f" UNION ALL SELECT key, COUNT(*), 0, NULL FROM {token}"
-        f" WHERE owner_id = %s AND key IN ({_marks(keys)}) GROUP BY key"
-    )
+    sql = f"SELECT NULL, live_memories, version, generation FROM {index} WHERE owner_id = %s"
+    params: list[Any] = [owner_id]
+    if keys:  # PostgreSQL refuses an empty IN ()
+        sql += (
+            f" UNION ALL SELECT key, COUNT(*), 0, NULL FROM {token}"
+            f" WHERE owner_id = %s AND key IN ({_marks(keys)}) GROUP BY key"
+        )
+        params += [owner_id, *keys]
     live, version, generation, df = 0, 0, None, {}
     with connection.cursor() as cursor:
-        cursor.execute(sql, [owner_id, owner_id, *keys])
+        cursor.execute(sql, params)
         for key, count, row_version, row_generation in cursor.fetchall():
             if key is None:
                 live, version = count, row_version
