@@ -365,18 +365,27 @@ def activation_overrides(pairs: list[str]) -> dict[str, Any]:
     JSON when it can be (numbers), else kept as text (a history form's name)."""
     from memories.ranking import ActivationConfig
 
+    defaults = ActivationConfig()
     names = {f.name for f in dataclasses.fields(ActivationConfig)}
     overrides: dict[str, Any] = {}
     for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or name.strip() not in names:
+        name, sep, value = (part.strip() for part in pair.partition("="))
+        if not sep or name not in names:
             raise SystemExit(
                 f"--activation {pair}: give NAME=VALUE, NAME one of {', '.join(sorted(names))}"
             )
         try:
-            overrides[name.strip()] = json.loads(value)
+            overrides[name] = json.loads(value)
         except json.JSONDecodeError:
-            overrides[name.strip()] = value.strip()
+            overrides[name] = value
+        wanted = type(getattr(defaults, name))
+        number = wanted in (int, float) and type(overrides[name]) in (int, float)
+        if not number and type(overrides[name]) is not wanted:
+            raise SystemExit(f"--activation {pair}: {name} takes a {wanted.__name__}")
+    try:
+        ActivationConfig(**overrides)
+    except ValueError as refused:
+        raise SystemExit(f"--activation: {refused}") from None
     return overrides
 
 

@@ -155,13 +155,12 @@ def choose_probes(
     benchmark: locomo.Benchmark, owners: dict[str, Any], keys: dict[uuid.UUID, str]
 ) -> list[Probe]:
     """The protocol's probes, from the counts the replay left."""
-    key_of_id = {pk: key for pk, key in keys.items()}
     recalled = {
-        key_of_id[pk]: n
+        keys[pk]: n
         for pk, n in Memory.objects.filter(owner__in=list(owners.values())).values_list(
             "id", "retrieval_count"
         )
-        if pk in key_of_id
+        if pk in keys
     }
     probes: list[Probe] = []
     for conversation, memories in benchmark.by_conversation().items():

@@ -185,3 +185,8 @@ def test_a_research_run_overrides_ranking_constants_by_name():
         activation_overrides(["loudness=11"])
     with pytest.raises(SystemExit, match="give NAME=VALUE"):
         activation_overrides(["history_weight"])
+    with pytest.raises(SystemExit, match="history_weight takes a float"):
+        activation_overrides(["history_weight=much"])
+    with pytest.raises(SystemExit, match="must be one of bounded, seed"):
+        activation_overrides(["history=loud"])
+    assert activation_overrides(["keyword_factor=12"]) == {"keyword_factor": 12}
