@@ -4,8 +4,9 @@ cache of an owner's vectors.
 A cosine here is the dot product of two stored (float16) unit vectors, computed exactly in
 integers and rounded once to thousandths, so it is the same number on every backend,
 machine and run; negative cosines count as 0. The cache holds each owner's vectors as a
-float32 matrix for a quick scan (recall's "meaning alone" places); exact cosines are
-always taken from the stored values.
+float32 matrix: recall takes its lexical matches' cosines from it (exact: the matrix holds
+the stored float16 values), scans it for the "meaning alone" places, and bounds the best
+cosine any memory has with a query that many memories match.
 """
 
 import math
@@ -47,19 +48,9 @@ def as_integers(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
     return (vectors.astype(np.float64) * _SCALE).astype(np.int64)
 
 
-def cosine_milli(dot: int) -> int:
-    """max(0, cosine) in thousandths, rounded half to even, from an exact scaled dot."""
-    if dot <= 0:
-        return 0
-    whole, rest = divmod(1000 * dot, _PRODUCT)
-    if 2 * rest > _PRODUCT or (2 * rest == _PRODUCT and whole % 2):
-        whole += 1
-    return int(whole)
-
-
 def cosines_milli(dots: npt.NDArray[np.int64]) -> list[int]:
-    """cosine_milli of each exact scaled dot, at once: a dot of unit vectors is at most
-    2**48, so a thousand of it stays exact in 64 bits."""
+    """max(0, cosine) in thousandths, rounded half to even, of each exact scaled dot (a dot
+    of unit vectors is at most 2**48, so a thousand of it stays exact in 64 bits)."""
     whole, rest = np.divmod(np.maximum(dots, 0) * 1000, _PRODUCT)
     up = (2 * rest > _PRODUCT) | ((2 * rest == _PRODUCT) & (whole % 2 == 1))
     milli: list[int] = (whole + up).tolist()
@@ -165,10 +156,9 @@ class OwnerVectors:
         exact_query = as_integers(target)
         # More than asked for: exact rounding may reorder near neighbours.
         for start in range(0, len(reach), 4 * limit + 16):
-            chunk = [i for i in reach[start : start + 4 * limit + 16].tolist()]
+            chunk = reach[start : start + 4 * limit + 16].tolist()
             dots = as_integers(self.matrix[chunk]) @ exact_query
-            for i, dot in zip(chunk, dots.tolist(), strict=True):
-                milli = cosine_milli(dot)
+            for i, milli in zip(chunk, cosines_milli(dots), strict=True):
                 if milli >= floor_milli and self.ids[i] not in exclude and i not in self.empty:
                     found.append((self.ids[i], milli))
             if len(found) >= limit:

@@ -249,12 +249,20 @@ def test_meaning_looks_further_when_the_nearest_memories_are_filtered_out(user, 
     assert [r["id"] for r in reply["results"]] == [str(wanted.pk)]
 
 
-def test_cosines_in_bulk_round_exactly_as_one_at_a_time():
+def test_cosines_round_to_thousandths_half_to_even_from_exact_dots():
     import numpy as np
 
-    from memories.semantic import cosine_milli, cosines_milli
+    from memories.semantic import cosines_milli
 
     product = 2**48
+
+    def cosine_milli(dot: int) -> int:
+        """The rule one dot at a time, in Python's exact integers."""
+        if dot <= 0:
+            return 0
+        whole, rest = divmod(1000 * dot, product)
+        return whole + (2 * rest > product or (2 * rest == product and whole % 2 == 1))
+
     # Exact halves of a thousandth (ties to even both ways), just either side of them,
     # zero, negatives, a whole cosine and a little over it (float16 norms).
     # 1/16 = 62.5 and 3/16 = 187.5 thousandths, exactly.
