@@ -45,7 +45,9 @@ STORE_SOURCES = (
     "bench/loading.py",
     "memories/indexing.py",
     "memories/ranking.py",
-    "memories/models.py",
+    "memories/models/choices.py",
+    "memories/models/memory.py",
+    "memories/models/recall_index.py",
     "memories/embedding.py",
     "memories/semantic.py",
 )

@@ -1,4 +1,4 @@
-"""The QuerySet methods the dashboard reads with (memories/models.py)."""
+"""The QuerySet methods the dashboard reads with (memories/models/memory.py)."""
 
 from datetime import timedelta
 

@@ -1,17 +1,20 @@
-"""Every model of Taproot: memories, their revisions and recall index, closings, snapshots."""
+"""A memory: the record of SPEC §2, and the queries the services and interfaces ask of
+a user's memories."""
 
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, TypeAlias
+from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import models as auth_models
 from django.db import models
 from django.db.models import Case, Count, Exists, OuterRef, Q, Value, When
 from django.db.models.functions import Cast, Substr
 
 from memories import vocabulary
+from memories.models.choices import Category, EpistemicStatus, Salience, Tier, User
+from memories.models.history import DismissedSuggestion
+from memories.models.recall_index import MemoryTag
 from memories.timeutil import isoformat, parse_timestamp
 from memories.vocabulary import (
     ARCHIVE_IDLE_DAYS,
@@ -23,49 +26,6 @@ from memories.vocabulary import (
     SHORT_ID_MIN,
     TRACKED_FIELDS,
 )
-
-# Who owns memories, closings and snapshots: settings.AUTH_USER_MODEL, which Taproot
-# leaves at Django's own user model.
-User: TypeAlias = auth_models.User
-
-
-class Category(models.TextChoices):
-    IDENTITY = vocabulary.IDENTITY
-    RELATIONSHIP = vocabulary.RELATIONSHIP
-    ACTIVE_THREAD = vocabulary.ACTIVE_THREAD
-    EPISODIC = vocabulary.EPISODIC
-    ERROR = vocabulary.ERROR
-
-
-class Salience(models.TextChoices):
-    HIGH = vocabulary.HIGH
-    MEDIUM = vocabulary.MEDIUM
-    LOW = vocabulary.LOW
-
-
-class Tier(models.TextChoices):
-    """Where a memory stands in the reflect payload, by the window rule (SPEC §5)."""
-
-    CORE = "core"
-    CATALOG = "catalog"
-    OMITTED = "omitted"
-    ARCHIVED = "archived"
-
-
-class EpistemicStatus(models.TextChoices):
-    OBSERVED = vocabulary.OBSERVED
-    INFERRED = vocabulary.INFERRED
-    REPLICATED = vocabulary.REPLICATED
-    CONTESTED = vocabulary.CONTESTED
-    UNVALIDATED = vocabulary.UNVALIDATED
-
-
-class ChangeSource(models.TextChoices):
-    TOOL = "tool"
-    DASHBOARD = "dashboard"
-    ADMIN = "admin"
-    MIGRATE = "migrate"
-    IMPORT = "import"
 
 
 def _list_copy(value: Any) -> Any:
@@ -436,237 +396,3 @@ class Memory(models.Model):
             "archived_at": isoformat(self.archived_at),
             "archive_reason": self.archive_reason,
         }
-
-
-class RecallEntry(models.Model):
-    """What activation reads about one live memory, as numbers, so that recall scores in
-    SQL without touching the wide memory rows. Times are microseconds since the epoch:
-    SQLite has no exact date arithmetic. The integer id keeps the token index small and
-    its join a plain integer lookup."""
-
-    id = models.BigAutoField(primary_key=True)
-    memory = models.OneToOneField(Memory, on_delete=models.CASCADE, related_name="recall_entry")
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
-    )
-    category = models.CharField(max_length=64)
-    salience = models.CharField(max_length=32)
-    retrieval_count = models.PositiveIntegerField()
-    last_retrieved_us = models.BigIntegerField(null=True)
-    created_us = models.BigIntegerField()
-    updated_us = models.BigIntegerField()
-
-    class Meta:
-        indexes = [models.Index(fields=["owner", "category"], name="recallentry_owner_category")]
-
-    def __str__(self) -> str:
-        return str(self.memory_id)
-
-
-class MemoryToken(models.Model):
-    """The recall index: one row per distinct token of a live memory (SPEC §3), in the
-    active relevance profile's tokens. Archived memories have none, so counting a key's
-    rows gives its document frequency among live memories."""
-
-    entry = models.ForeignKey(
-        RecallEntry, on_delete=models.CASCADE, related_name="tokens", db_index=False
-    )
-    # Denormalised so the lookup index starts with the owner.
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
-    )
-    key = models.CharField(max_length=64)
-    in_keywords = models.BooleanField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["entry", "key"], name="memorytoken_unique_key"),
-        ]
-        indexes = [
-            # Covers the scoring query and the document-frequency count: both read only
-            # these columns (SQLite ignores INCLUDE, so they are all key columns).
-            models.Index(
-                fields=["owner", "key", "entry", "in_keywords"], name="memorytoken_covering"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return self.key
-
-
-class RecallIndex(models.Model):
-    """One owner's recall index as a whole: the relevance profile that built it and N,
-    the owner's live memories (the IDF weights need it on every query)."""
-
-    owner = models.OneToOneField(
-        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="+"
-    )
-    profile = models.CharField(max_length=16)
-    live_memories = models.PositiveIntegerField(default=0)
-    # Moves on every write to the owner's index: a worker's cached vectors are stale
-    # when theirs is older (memories.semantic). A new row (a store rebuilt, a database
-    # restored from elsewhere) has a new generation, so no cache mistakes it for the old.
-    version = models.BigIntegerField(default=0)
-    generation = models.UUIDField(default=uuid.uuid4)
-
-    def __str__(self) -> str:
-        return f"{self.profile}: {self.live_memories} live memories"
-
-
-class MemoryVector(models.Model):
-    """A memory's meaning as a unit vector (SPEC §3.2): of its gist, keywords, tags and
-    content, by the embedder named, as float16 bytes (memories.embedding). `version` is
-    the owner's RecallIndex.version when it was written, so a cache takes only newer
-    ones. A memory whose text has no token has none."""
-
-    memory = models.OneToOneField(
-        Memory, primary_key=True, on_delete=models.CASCADE, related_name="vector"
-    )
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
-    )
-    embedder = models.CharField(max_length=64)
-    dimension = models.PositiveIntegerField()
-    vector = models.BinaryField()
-    version = models.BigIntegerField()
-
-    class Meta:
-        indexes = [models.Index(fields=["owner", "version"], name="memoryvector_owner_version")]
-
-    def __str__(self) -> str:
-        return f"{self.embedder} ({self.dimension})"
-
-
-class MemoryTag(models.Model):
-    """Tags as rows (trimmed and case-folded), so tag filters work on every backend."""
-
-    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="tag_rows")
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
-    )
-    key = models.CharField(max_length=64)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["memory", "key"], name="memorytag_unique_key"),
-        ]
-        indexes = [models.Index(fields=["owner", "key"], name="memorytag_owner_key")]
-
-    def __str__(self) -> str:
-        return self.key
-
-
-class Revision(models.Model):
-    """The tracked fields of a memory before and after one change."""
-
-    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="revisions")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    source = models.CharField(max_length=16, choices=ChangeSource.choices)
-    action = models.CharField(max_length=32)
-    created_at = models.DateTimeField()
-    changed_fields = models.JSONField(default=list)
-    before = models.JSONField()
-    after = models.JSONField()
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["memory", "-created_at"], name="revision_memory_created")]
-
-    def __str__(self) -> str:
-        return f"{self.action} via {self.source} at {isoformat(self.created_at)}"
-
-
-class ClosingQuerySet(models.QuerySet["Closing"]):
-    def for_owner(self, owner: User) -> "ClosingQuerySet":
-        return self.filter(owner=owner)
-
-    def newest_first(self) -> "ClosingQuerySet":
-        return self.order_by("-created_at", "-id")
-
-
-class Closing(models.Model):
-    """A closing reflection, written at the end of a conversation. Permanent."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="closings"
-    )
-    reflection = models.TextField()
-    conversation_title = models.TextField(null=True, blank=True)  # noqa: DJ001
-    conversation_url = models.TextField(null=True, blank=True)  # noqa: DJ001
-    created_at = models.DateTimeField()
-
-    objects = ClosingQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at"]
-        indexes = [models.Index(fields=["owner", "-created_at"], name="closing_owner_created")]
-
-    def __str__(self) -> str:
-        return self.conversation_title or f"Closing of {isoformat(self.created_at)}"
-
-    def as_record(self) -> dict[str, Any]:
-        return {
-            "id": str(self.id),
-            "reflection": self.reflection,
-            "conversation_title": self.conversation_title,
-            "conversation_url": self.conversation_url,
-            "created_at": isoformat(self.created_at),
-        }
-
-
-class Snapshot(models.Model):
-    """A backup of some or all of a user's records, taken before bulk changes."""
-
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="snapshots"
-    )
-    created_at = models.DateTimeField()
-    reason = models.CharField(max_length=64)
-    memory_count = models.PositiveIntegerField(default=0)
-    records = models.JSONField()
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.reason} ({isoformat(self.created_at)})"
-
-
-class ReflectCall(models.Model):
-    """One taproot_reflect tool call: when, and through which OAuth client. It tells whether
-    Claude loaded the memory (status, the dashboard, the reflect hint); status and the
-    dashboard preview build the payload without leaving one."""
-
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
-    )
-    called_at = models.DateTimeField()
-    # Copied from the OAuth application: it outlives the client's registration.
-    client_id = models.CharField(max_length=255, blank=True)
-    client_name = models.CharField(max_length=255, blank=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["owner", "called_at"], name="reflectcall_owner_called")]
-
-    def __str__(self) -> str:
-        return f"{self.client_name or 'unknown client'} at {isoformat(self.called_at)}"
-
-
-class DismissedSuggestion(models.Model):
-    """A suggestion a person turned down: the same one is not made again for this memory."""
-
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
-    )
-    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="+")
-    kind = models.CharField(max_length=16)
-    dismissed_at = models.DateTimeField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["memory", "kind"], name="dismissedsuggestion_unique")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.kind} dismissed at {isoformat(self.dismissed_at)}"
