@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, models, transaction
 
 from bench.synthetic import SyntheticMemory
-from memories import services
+from mcp_bridge import handlers
 from memories.conf import ranking_profile
 from memories.indexing import (  # the rows every write path stores
     embedding_text,
@@ -161,9 +161,9 @@ def load_through_services(
         memory = memories[position]
         owner = users[memory.owner]
         if kind == 2:
-            services.recall(owner=owner, ids=[str(stored[memory.id])], now=moment)
+            handlers.recall(owner=owner, ids=[str(stored[memory.id])], now=moment)
             continue
-        reply = services.remember(
+        reply = handlers.remember(
             owner=owner,
             category=memory.category,
             content=memory.content,

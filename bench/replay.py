@@ -7,7 +7,7 @@ stores bench.retrieval loads (one owner per conversation, every memory created a
 updated at its session's date-time, UTC):
 
 - T0 = the conversation's last session + 1 day; its questions in file order, question i
-  asked at T0 + i × 8 hours (3 a day), each one `memories.services.recall(query,
+  asked at T0 + i × 8 hours (3 a day), each one `mcp_bridge.handlers.recall(query,
   limit=10)` with that moment as now, so strengthening and decay happen as in the product;
 - the replies scored as the static run scores its rankings, plus R@10 per third of each
   conversation's questions in replay order;
@@ -34,9 +34,10 @@ from typing import Any
 from django.db.models import F
 
 from bench import locomo
+from mcp_bridge.handlers import recall, recall_filters
 from memories.models import Memory, RecallEntry
 from memories.ranking import TAPROOT, index_entries, index_key, memory_terms, words
-from memories.services import parse_filters, rank_memories, recall
+from memories.services import rank_memories
 
 START_AFTER = timedelta(days=1)
 QUESTION_GAP = timedelta(hours=8)
@@ -213,7 +214,7 @@ def probe_ranks(
     for probe in probes:
         ranking = rank_memories(
             owners[probe.conversation],
-            parse_filters(query=probe.query, limit=PROBE_DEPTH),
+            recall_filters(query=probe.query, limit=PROBE_DEPTH)[0],
             now=at[probe.conversation],
         )
         ranked = [keys[item.candidate.id] for item in ranking.ranked]

@@ -25,7 +25,7 @@ from bench import replay as bench_replay
 from bench.database import analyze
 from bench.loading import ensure_users, load_bulk
 from bench.synthetic import SyntheticMemory
-from memories.services import parse_filters, rank_memories
+from memories.services import RecallFilters, rank_memories
 
 DEPTH = 50
 # Taproot's ranking as shipped (the taproot profile blending in meaning, SPEC §3.2) first,
@@ -92,7 +92,7 @@ def taproot_results(
     for question in benchmark.questions:
         ranking = rank_memories(
             owners[question.conversation],
-            parse_filters(query=question.text, limit=DEPTH),
+            RecallFilters(query=question.text, limit=DEPTH),
             now=question.asked_at.replace(tzinfo=UTC),
         )
         results[question.key] = [keys[item.candidate.id] for item in ranking.ranked]

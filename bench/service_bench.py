@@ -24,6 +24,7 @@ from bench.queries import BANDS, QUERY_SIZES, QueryPools, query_pools
 from bench.report import WORDS_ONLY
 from bench.synthetic import SyntheticStore, fresh_memories, generate_store
 from bench.timing import RunPlan, measure, summarise
+from mcp_bridge import handlers
 from memories import services
 from memories.conf import embedder, ranking_profile
 from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry
@@ -130,7 +131,7 @@ def operations(
     ]
 
     def recall_query(band: str, size: int) -> Callable[[int], object]:
-        return lambda i: services.recall(owner=owner, query=pools.pick(band, size, i))
+        return lambda i: handlers.recall(owner=owner, query=pools.pick(band, size, i))
 
     def by_words_alone(call: Callable[[int], object]) -> Callable[[int], object]:
         """The same call with recall by meaning off (TAPROOT_EMBEDDER=none)."""
@@ -174,7 +175,7 @@ def operations(
         Operation(
             f"recall by ids ({RECALL_BY_IDS})",
             "recall",
-            lambda i: services.recall(owner=owner, ids=id_sets[i % len(id_sets)]),
+            lambda i: handlers.recall(owner=owner, ids=id_sets[i % len(id_sets)]),
             candidates=float(RECALL_BY_IDS),
         )
     )
@@ -182,14 +183,14 @@ def operations(
         Operation(
             "recall by category",
             "recall",
-            lambda i: services.recall(owner=owner, category=categories[i % len(categories)]),
+            lambda i: handlers.recall(owner=owner, category=categories[i % len(categories)]),
             candidates=sum(_candidates(owner, category=c) for c in categories) / len(categories),
         )
     )
 
     def create(i: int) -> object:
         memory = new_memories[i % len(new_memories)]
-        return services.remember(
+        return handlers.remember(
             owner=owner,
             category=memory.category,
             content=memory.content,
@@ -201,7 +202,7 @@ def operations(
 
     def update(i: int) -> object:
         memory = new_contents[i % len(new_contents)]
-        return services.remember(
+        return handlers.remember(
             owner=owner,
             update_id=to_update[i % len(to_update)],
             category=memory.category,

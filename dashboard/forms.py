@@ -6,8 +6,8 @@ from datetime import datetime
 from django import forms
 from django.http import QueryDict
 
+from memories.limits import MAX_GIST
 from memories.models import MemoryQuerySet, Salience, Tier
-from memories.validation import MAX_GIST
 from memories.vocabulary import CATEGORY_ORDER, category_label
 
 CATEGORY_CHOICES = [(c, category_label(c)) for c in CATEGORY_ORDER]

@@ -15,10 +15,11 @@ from mcp.types import CallToolResult, TextContent
 
 from mcp_bridge.auth import NotAuthenticated, token_user
 from mcp_bridge.database import run_sync
+from mcp_bridge.messages import say
 from memories.busy import BUSY_MESSAGE, is_pool_timeout
-from memories.errors import InvalidInput
+from memories.errors import DomainError, InvalidInput
 from memories.jsonutil import dumps
-from memories.validation import shown
+from memories.quoting import shown
 
 logger = logging.getLogger("taproot.mcp")
 
@@ -80,6 +81,8 @@ async def run_tool(
         reply = await run_sync(call)
     except InvalidInput as refusal:
         return error_result(refusal.message)
+    except DomainError as refusal:  # from a handler that words none of its refusals itself
+        return error_result(say(refusal))
     except NotAuthenticated:
         return error_result(NOT_SIGNED_IN)
     except DatabaseError as error:

@@ -1,10 +1,10 @@
-"""The eight Taproot tools (SPEC §4): what Claude sees, and a thin call into memories.services.
+"""The eight Taproot tools (SPEC §4): what Claude sees, and a thin call into their handlers.
 
-Each tool validates nothing itself beyond what the transport needs: the services decide,
-and refuse bad input with messages written for the model.
+Each tool passes its arguments as sent to mcp_bridge.handlers, which reads them into the
+services' values and answers in the tools' words.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeAlias
 
@@ -13,11 +13,12 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
 
 from mcp_bridge import arguments as arg
+from mcp_bridge import handlers
 from mcp_bridge.auth import token_client
+from mcp_bridge.handlers import FORGET_ACTIONS
 from mcp_bridge.replies import run_tool
 from memories import services
-from memories.services import FORGET_ACTIONS
-from memories.validation import (
+from memories.limits import (
     DEFAULT_RECALL_LIMIT,
     MAX_CONTENT,
     MAX_GIST,
@@ -155,7 +156,7 @@ async def taproot_remember(
     return await run_tool(
         ctx,
         "taproot_remember",
-        services.remember,
+        handlers.remember,
         category=category,
         content=content,
         gist=gist,
@@ -219,7 +220,7 @@ async def taproot_recall(
     return await run_tool(
         ctx,
         "taproot_recall",
-        services.recall,
+        handlers.recall,
         query=query,
         category=category,
         ids=ids,
@@ -243,7 +244,7 @@ async def taproot_promote(
     return await run_tool(
         ctx,
         "taproot_promote",
-        services.promote,
+        handlers.promote,
         memory_id=memory_id,
         core=core,
         salience=salience,
@@ -296,7 +297,7 @@ async def taproot_forget(
     return await run_tool(
         ctx,
         "taproot_forget",
-        services.forget,
+        handlers.forget,
         action=action,
         memory_id=memory_id,
         reason=reason,
@@ -326,24 +327,19 @@ async def taproot_close(
     return await run_tool(
         ctx,
         "taproot_close",
-        services.close,
+        handlers.close,
         reflection=reflection,
         conversation_title=conversation_title,
         conversation_url=conversation_url,
     )
 
 
-def _migrate_own_store(*, owner: Any) -> Mapping[str, Any]:
-    # Always the token's user: the service migrates every user's store when owner is None.
-    return services.migrate(owner=owner)
-
-
 async def taproot_migrate(ctx: Context) -> CallToolResult:
-    return await run_tool(ctx, "taproot_migrate", _migrate_own_store)
+    return await run_tool(ctx, "taproot_migrate", handlers.migrate)
 
 
 async def taproot_status(ctx: Context) -> CallToolResult:
-    return await run_tool(ctx, "taproot_status", services.status)
+    return await run_tool(ctx, "taproot_status", handlers.status)
 
 
 # --- what tools/list shows ---------------------------------------------------------

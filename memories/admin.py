@@ -14,13 +14,14 @@ from typing import Any, cast
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from memories import services
-from memories.errors import InvalidInput
+from memories.errors import DomainError
+from memories.limits import MAX_GIST, check_text
 from memories.models import (
     ChangeSource,
     Closing,
@@ -31,7 +32,6 @@ from memories.models import (
     Snapshot,
     User,
 )
-from memories.validation import MAX_GIST, require_text
 from memories.vocabulary import RECORD_FIELDS, category_label
 
 ADMIN_ARCHIVE_REASON = "archived in the admin"
@@ -101,9 +101,9 @@ class MemoryForm(forms.ModelForm[Memory]):
 
     def clean_gist(self) -> str:
         try:
-            return require_text(self.cleaned_data["gist"], field="gist", limit=MAX_GIST).strip()
-        except InvalidInput as error:
-            raise forms.ValidationError(error.message) from None
+            return check_text(self.cleaned_data["gist"].strip(), field="gist", limit=MAX_GIST)
+        except DomainError as error:
+            raise forms.ValidationError(str(error)) from None
 
 
 def _bulk(
@@ -118,8 +118,8 @@ def _bulk(
     for memory in queryset.select_related("owner").only("pk", "owner"):
         try:
             change(memory.owner, memory.pk)
-        except InvalidInput as error:
-            modeladmin.message_user(request, f"{memory.pk}: {error.message}", messages.ERROR)
+        except DomainError as error:
+            modeladmin.message_user(request, f"{memory.pk}: {error}", messages.ERROR)
         else:
             count += 1
     modeladmin.message_user(request, f"{done}: {count} memories.", messages.SUCCESS)
@@ -324,19 +324,35 @@ class MemoryAdmin(OwnScopedAdmin[Memory]):
         # Memories come in through the tools and import_taproot.
         return False
 
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # Django runs this view in one transaction. A save here is one service call, which
+        # opens its own, outermost transaction (durable) after embedding a new gist:
+        # inside the admin's, embedding would hold SQLite's write lock, and the durable
+        # transaction refuses to nest. Nothing else this view does writes.
+        view = self._changeform_view  # type: ignore[attr-defined]
+        return cast(HttpResponse, view(request, object_id, form_url, extra_context))
+
     def save_model(
         self, request: HttpRequest, obj: Memory, form: forms.ModelForm[Memory], change: bool
     ) -> None:
         data = form.cleaned_data
-        if "gist" in form.changed_data:
-            services.edit_gist(
-                owner=obj.owner, memory_id=obj.pk, gist=data["gist"], source=ChangeSource.ADMIN
-            )
-        curation = {name: data[name] for name in ("salience", "core") if name in form.changed_data}
-        if curation:
-            services.set_curation(
-                owner=obj.owner, memory_id=obj.pk, source=ChangeSource.ADMIN, **curation
-            )
+        changed = set(form.changed_data)
+        if not changed & {"gist", "salience", "core"}:
+            return
+        services.edit(
+            owner=obj.owner,
+            memory_id=obj.pk,
+            gist=data["gist"] if "gist" in changed else None,
+            salience=Salience(data["salience"]) if "salience" in changed else None,
+            core=data["core"] if "core" in changed else None,
+            source=ChangeSource.ADMIN,
+        )
 
     def delete_model(self, request: HttpRequest, obj: Memory) -> None:
         services.delete(owner=obj.owner, memory_id=obj.pk)

@@ -9,12 +9,10 @@ ids are expected to share one), so only the colliding few are ever read in full.
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from memories.errors import InvalidInput
+from memories.errors import AmbiguousPrefix, UnknownMemory
 from memories.models import Memory, User
-from memories.validation import coerce_memory_ref, shown
+from memories.refs import MemoryRef, Resolved
 from memories.vocabulary import SHORT_ID_MIN
 
 # Where the canonical form of a UUID puts its hyphens, counted in hex characters.
@@ -75,15 +73,6 @@ def attach_short_ids(owner: User | int, memories: Iterable[Memory]) -> None:
 # --- taking prefixes from the tools ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """What a list of prefixes names among the owner's memories."""
-
-    ids: dict[str, uuid.UUID] = field(default_factory=dict)  # prefix → its one memory
-    ambiguous: dict[str, list[uuid.UUID]] = field(default_factory=dict)  # prefix → candidates
-    unknown: list[str] = field(default_factory=list)
-
-
 def resolve_prefixes(owner: User | int, prefixes: Sequence[str]) -> Resolved:
     """The owner's memories each prefix (lowercase hex, at least SHORT_ID_MIN characters)
     names; archived ones included, as a full id would name them. One query."""
@@ -107,38 +96,15 @@ def resolve_prefixes(owner: User | int, prefixes: Sequence[str]) -> Resolved:
     return resolved
 
 
-def resolve_memory_id(owner: User, value: Any, *, field: str = "memory_id") -> uuid.UUID:
-    """The whole id a single-id argument names: as sent, or the one memory of the owner's
-    whose id starts with the prefix sent. A prefix naming none or several is refused."""
-    memory_ref = coerce_memory_ref(value, field=field)
-    if isinstance(memory_ref, uuid.UUID):
-        return memory_ref
-    resolved = resolve_prefixes(owner, [memory_ref])
-    if memory_ref in resolved.ids:
-        return resolved.ids[memory_ref]
-    if candidates := resolved.ambiguous.get(memory_ref):
-        raise InvalidInput(
-            f"{field} {shown(value)} is the start of {len(candidates)} of your memories' ids: "
-            + ", ".join(map(str, candidates))
-            + ". Send more characters of the one you mean, or its whole id."
-        )
-    raise InvalidInput(
-        f"No memory of yours has an id starting with {shown(value)}. Check the id in the "
-        "catalog, or find it with taproot_recall(query=...)."
-    )
-
-
-def skipped_prefixes_warning(field_name: str, resolved: Resolved, sent: dict[str, Any]) -> str:
-    """One warning naming the entries of a list argument that were skipped because their
-    prefix names no memory, or several (with the candidates). `sent` maps each prefix to
-    the value as the caller wrote it."""
-    parts = [
-        f"{shown(sent[p])} matches {len(ids)} of your memories ({', '.join(map(str, ids))})"
-        for p, ids in resolved.ambiguous.items()
-    ]
-    parts += [f"{shown(sent[p])} matches none of your memories" for p in resolved.unknown]
-    return (
-        f"Skipped entries of {field_name} that name no single memory: "
-        + "; ".join(parts)
-        + ". Send more characters of an ambiguous id, or the whole id."
-    )
+def resolve_memory_id(owner: User, ref: MemoryRef) -> uuid.UUID:
+    """The whole id a reference names: as given, or the one memory of the owner's whose id
+    starts with the prefix given (UnknownMemory when none does, AmbiguousPrefix when
+    several do)."""
+    if isinstance(ref, uuid.UUID):
+        return ref
+    resolved = resolve_prefixes(owner, [ref.hex])
+    if ref.hex in resolved.ids:
+        return resolved.ids[ref.hex]
+    if candidates := resolved.ambiguous.get(ref.hex):
+        raise AmbiguousPrefix(ref, candidates)
+    raise UnknownMemory(ref)

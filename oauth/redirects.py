@@ -10,7 +10,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 
-from memories.validation import shown
+from memories.quoting import shown
 
 CLAUDE_CALLBACKS = (
     "https://claude.ai/api/mcp/auth_callback",

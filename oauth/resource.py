@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
-from memories.validation import shown
+from memories.quoting import shown
 
 # The one scope (OAUTH2_PROVIDER's SCOPES in settings): what /mcp requires of a token.
 MCP_SCOPE = "mcp"

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.apps import apps
+from django.db import transaction
 from django.db.models import Model
 from oauth2_provider.models import get_access_token_model
 
@@ -44,3 +45,15 @@ def unchanged(case: object = "the store changed") -> Iterator[None]:
     before = store_state()
     yield
     assert store_state() == before, case
+
+
+@contextmanager
+def rolled_back() -> Iterator[None]:
+    """A transaction undone at its end, for one example of a property test. Django marks
+    it as it marks a test case's own, so the services that must be outermost
+    (atomic(durable=True)) run inside it as they run inside any test."""
+    atomic = transaction.atomic()
+    atomic._from_testcase = True  # type: ignore[attr-defined]
+    with atomic:
+        yield
+        transaction.set_rollback(True)

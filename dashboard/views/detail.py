@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.decorators import DashboardRequest, login_required
 from dashboard.forms import RestoreForm
 from memories.conf import catalog_window_days
-from memories.errors import InvalidInput
+from memories.errors import UnknownMemory, UnknownRevision
 from memories.models import ChangeSource, Memory, Revision
 from memories.services import restore_revision as restore_memory_revision
 from memories.shortids import short_ids
@@ -49,28 +49,32 @@ def memory_detail(request: DashboardRequest, memory_id: uuid.UUID) -> HttpRespon
 @require_POST
 def restore_revision(request: DashboardRequest, revision_id: int) -> HttpResponse:
     """Put the memory back as this revision recorded it (all tracked fields)."""
-    revision = get_object_or_404(Revision, pk=revision_id, owner=request.user)
     form = RestoreForm(request.POST)
-    error = ""
-    if form.is_valid():
-        try:
-            restore_memory_revision(
-                owner=request.user,
-                revision_id=revision.pk,
-                source=ChangeSource.DASHBOARD,
-                use=form.cleaned_data["use"],
-            )
-        except InvalidInput as refused:
-            error = refused.message
-    else:
+    if not form.is_valid():
+        revision = get_object_or_404(Revision, pk=revision_id, owner=request.user)
         error = "Choose whether to restore the state before or after this change."
+        return _restored(request, _own_memory(request, revision.memory_id), error)
+    try:
+        restored = restore_memory_revision(
+            owner=request.user,
+            revision_id=revision_id,
+            source=ChangeSource.DASHBOARD,
+            use=form.cleaned_data["use"],
+        )
+    except (UnknownRevision, UnknownMemory):
+        raise Http404("No such revision.") from None
+    return _restored(request, restored.memory, "")
+
+
+def _restored(request: DashboardRequest, memory: Memory, error: str) -> HttpResponse:
+    """The memory's page after a restore (or a refused one), from the memory as it stands."""
     if not request.htmx:
         if error:
             messages.error(request, error)
         else:
             messages.success(request, "The revision was restored.")
-        return redirect("dashboard:memory", memory_id=revision.memory_id)
-    context = _detail_context(request, revision.memory_id)
+        return redirect("dashboard:memory", memory_id=memory.pk)
+    context = _detail_of(request, memory)
     context["error"] = error
     context["restored"] = not error
     return render(
@@ -81,11 +85,16 @@ def restore_revision(request: DashboardRequest, revision_id: int) -> HttpRespons
     )
 
 
+def _own_memory(request: DashboardRequest, memory_id: uuid.UUID) -> Memory:
+    return get_object_or_404(Memory, pk=memory_id, owner=request.user)
+
+
 def _detail_context(request: DashboardRequest, memory_id: uuid.UUID) -> dict[str, Any]:
-    memory = get_object_or_404(
-        Memory.objects.for_owner(request.user).with_tier(timezone.now(), catalog_window_days()),
-        pk=memory_id,
-    )
+    return _detail_of(request, _own_memory(request, memory_id))
+
+
+def _detail_of(request: DashboardRequest, memory: Memory) -> dict[str, Any]:
+    memory.tier = memory.tier_at(timezone.now(), catalog_window_days())  # type: ignore[attr-defined]
     revisions = [
         RevisionView(
             revision=revision,

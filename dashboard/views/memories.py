@@ -6,12 +6,13 @@ htmx the same URLs work as plain form posts that redirect back.
 """
 
 import uuid
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -20,11 +21,12 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard.decorators import DashboardRequest, login_required
 from dashboard.forms import CurationForm, GistForm, MemoryFilterForm
+from dashboard.messages import say
 from dashboard.overview import store_overview
 from dashboard.views.suggestions import panel_context
 from memories.conf import catalog_window_days
-from memories.errors import InvalidInput
-from memories.models import ChangeSource, Memory
+from memories.errors import DomainError, UnknownMemory
+from memories.models import ChangeSource, Memory, Salience
 from memories.services import archive as archive_memory
 from memories.services import delete as delete_memory
 from memories.services import edit_gist as edit_memory_gist
@@ -85,21 +87,21 @@ def memory_card(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse
 @require_POST
 def curate(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     """Salience and core from the card: saved at once, updated_at left alone."""
-    _own_memory(request, memory_id)
     form = CurationForm(request.POST)
     if not form.is_valid():
         return _refused(request, memory_id, _form_error(form))
-    try:
-        set_curation(
+    salience = form.cleaned_data["salience"]
+    return _edited(
+        request,
+        memory_id,
+        lambda: set_curation(
             owner=request.user,
             memory_id=memory_id,
             core=form.cleaned_data["core"],
-            salience=form.cleaned_data["salience"] or None,
+            salience=Salience(salience) if salience else None,
             source=ChangeSource.DASHBOARD,
-        )
-    except InvalidInput as error:
-        return _refused(request, memory_id, error.message)
-    return _saved(request, memory_id)
+        ),
+    )
 
 
 @login_required
@@ -107,8 +109,8 @@ def curate(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
 @vary_on_headers("HX-Request")
 def edit_gist(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     """GET: the card with the gist open for editing. POST: save it (clears the auto mark)."""
-    memory = _own_memory(request, memory_id)
     if request.method == "GET":
+        memory = _own_memory(request, memory_id)
         form = GistForm(initial={"gist": memory.gist})
         if not request.htmx:
             return render(
@@ -118,43 +120,48 @@ def edit_gist(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     form = GistForm(request.POST)
     if not form.is_valid():
         return _refused(request, memory_id, _form_error(form), gist_form=form)
-    try:
-        edit_memory_gist(
+    return _edited(
+        request,
+        memory_id,
+        lambda: edit_memory_gist(
             owner=request.user,
             memory_id=memory_id,
             gist=form.cleaned_data["gist"],
             source=ChangeSource.DASHBOARD,
-        )
-    except InvalidInput as error:
-        return _refused(request, memory_id, error.message, gist_form=form)
-    return _saved(request, memory_id)
+        ),
+        gist_form=form,
+    )
 
 
 @login_required
 @require_POST
 def archive(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
-    _own_memory(request, memory_id)
-    try:
-        archive_memory(
-            owner=request.user,
-            memory_id=memory_id,
-            reason=ARCHIVE_REASON,
-            source=ChangeSource.DASHBOARD,
-        )
-    except InvalidInput as error:  # e.g. deleted elsewhere since the check above
-        return _refused(request, memory_id, error.message)
-    return _saved(request, memory_id)
+    return _edited(
+        request,
+        memory_id,
+        lambda: (
+            archive_memory(
+                owner=request.user,
+                memory_id=memory_id,
+                reason=ARCHIVE_REASON,
+                source=ChangeSource.DASHBOARD,
+            ).memory
+        ),
+    )
 
 
 @login_required
 @require_POST
 def unarchive(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
-    _own_memory(request, memory_id)
-    try:
-        unarchive_memory(owner=request.user, memory_id=memory_id, source=ChangeSource.DASHBOARD)
-    except InvalidInput as error:  # e.g. deleted elsewhere since the check above
-        return _refused(request, memory_id, error.message)
-    return _saved(request, memory_id)
+    return _edited(
+        request,
+        memory_id,
+        lambda: (
+            unarchive_memory(
+                owner=request.user, memory_id=memory_id, source=ChangeSource.DASHBOARD
+            ).memory
+        ),
+    )
 
 
 @login_required
@@ -169,7 +176,7 @@ def delete(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
         attach_short_ids(request.user, [memory])
         return render(request, "dashboard/memory_delete.html", {"memory": memory})
     # Deleted elsewhere since the check above is the outcome asked for.
-    with suppress(InvalidInput):
+    with suppress(UnknownMemory):
         delete_memory(owner=request.user, memory_id=memory_id)
     if not request.htmx:
         messages.success(request, "The memory was deleted.")
@@ -182,6 +189,26 @@ def delete(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
     )
 
 
+def _edited(
+    request: DashboardRequest, memory_id: uuid.UUID, edit: Callable[[], Memory], **extra: Any
+) -> HttpResponse:
+    """Make one edit through its service and answer with the memory as it left it (read
+    once, by the service); a refusal is said on the card."""
+    try:
+        memory = edit()
+    except UnknownMemory as gone:
+        if request.htmx:  # the card has nothing left to show
+            raise Http404("No such memory.") from None
+        messages.error(request, say(gone))
+        return _back(request)
+    except DomainError as error:
+        return _refused(request, memory_id, say(error), **extra)
+    if not request.htmx:
+        messages.success(request, "Saved.")
+        return _back(request)
+    return _card(request, memory)
+
+
 def _own_memory(request: DashboardRequest, memory_id: uuid.UUID) -> Memory:
     return get_object_or_404(Memory, pk=memory_id, owner=request.user)
 
@@ -189,23 +216,19 @@ def _own_memory(request: DashboardRequest, memory_id: uuid.UUID) -> Memory:
 def _card_update(
     request: DashboardRequest, memory_id: uuid.UUID, *, status: int = 200, **extra: Any
 ) -> HttpResponse:
-    """The card, with the header counts and the preview swapped out of band."""
+    """The card as stored, with the header counts and the preview swapped out of band."""
+    return _card(request, _own_memory(request, memory_id), status=status, **extra)
+
+
+def _card(
+    request: DashboardRequest, memory: Memory, *, status: int = 200, **extra: Any
+) -> HttpResponse:
     now = timezone.now()
-    memory = get_object_or_404(
-        Memory.objects.for_owner(request.user).with_tier(now, catalog_window_days()),
-        pk=memory_id,
-    )
+    memory.tier = memory.tier_at(now, catalog_window_days())  # type: ignore[attr-defined]
     attach_short_ids(request.user, [memory])
     overview = store_overview(request.user, now=now)
     context = {"memory": memory, "counts": overview.counts, "preview": overview.preview}
     return render(request, "dashboard/card_update.html", context | extra, status=status)
-
-
-def _saved(request: DashboardRequest, memory_id: uuid.UUID) -> HttpResponse:
-    if request.htmx:
-        return _card_update(request, memory_id)
-    messages.success(request, "Saved.")
-    return _back(request)
 
 
 def _refused(

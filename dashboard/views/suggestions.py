@@ -1,28 +1,29 @@
 """The Suggestions panel: promotions, demotions and archiving the recall history points
 to, applied through the same services as the tools, or dismissed for good."""
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from django_htmx.http import trigger_client_event
 
 from dashboard.decorators import DashboardRequest, login_required
+from dashboard.messages import say
 from dashboard.overview import store_overview
-from memories.errors import InvalidInput
-from memories.models import ChangeSource, Memory, User
+from memories.errors import DomainError, UnknownMemory
+from memories.models import ChangeSource, SuggestionKind, User
 from memories.services import (
     SuggestionGroup,
     apply_suggestion,
     dismiss_suggestion,
     suggestions,
 )
-from memories.shortids import attach_short_ids
+from memories.shortids import short_ids
 from memories.vocabulary import ARCHIVE, DEMOTE, PROMOTE
 
 # How many memories of each kind the panel lists.
@@ -61,45 +62,46 @@ def panel_context(owner: User, *, message: str = "", failed: bool = False) -> di
     }
 
 
-def _suggested_memory(request: DashboardRequest, memory_id: uuid.UUID, kind: str) -> Memory:
+def _kind(kind: str) -> SuggestionKind:
     if kind not in WORDING:
         raise Http404("No such kind of suggestion.")
-    return get_object_or_404(Memory, pk=memory_id, owner=request.user)
+    return SuggestionKind(kind)
 
 
 @login_required
 @require_POST
 def apply(request: DashboardRequest, memory_id: uuid.UUID, kind: str) -> HttpResponse:
-    memory = _suggested_memory(request, memory_id, kind)
+    suggestion = _kind(kind)
     try:
         apply_suggestion(
-            owner=request.user, memory_id=memory.pk, kind=kind, source=ChangeSource.DASHBOARD
+            owner=request.user, memory_id=memory_id, kind=suggestion, source=ChangeSource.DASHBOARD
         )
-    except InvalidInput as error:
-        return _answer(request, memory, error.message, status=422)
-    return _answer(request, memory, f"{_named(request, memory)} {WORDING[kind][2]}.")
+    except UnknownMemory:
+        raise Http404("No such memory.") from None
+    except DomainError as error:
+        return _answer(request, memory_id, say(error), status=422)
+    return _answer(request, memory_id, f"{_named(request, memory_id)} {WORDING[kind][2]}.")
 
 
 @login_required
 @require_POST
 def dismiss(request: DashboardRequest, memory_id: uuid.UUID, kind: str) -> HttpResponse:
-    memory = _suggested_memory(request, memory_id, kind)
+    suggestion = _kind(kind)
     try:
-        dismiss_suggestion(owner=request.user, memory_id=memory.pk, kind=kind)
-    except InvalidInput as error:
-        return _answer(request, memory, error.message, status=422)
+        dismiss_suggestion(owner=request.user, memory_id=memory_id, kind=suggestion)
+    except UnknownMemory:
+        raise Http404("No such memory.") from None
     return _answer(
-        request, memory, f"Dismissed: {_named(request, memory)} will not be suggested again."
+        request, memory_id, f"Dismissed: {_named(request, memory_id)} will not be suggested again."
     )
 
 
-def _named(request: DashboardRequest, memory: Memory) -> str:
-    attach_short_ids(request.user, [memory])
-    return f"Memory {memory.short_id}"
+def _named(request: DashboardRequest, memory_id: uuid.UUID) -> str:
+    return f"Memory {short_ids(request.user, [memory_id])[memory_id]}"
 
 
 def _answer(
-    request: DashboardRequest, memory: Memory, message: str, *, status: int = 200
+    request: DashboardRequest, memory_id: uuid.UUID, message: str, *, status: int = 200
 ) -> HttpResponse:
     """The panel again, with the header counts and the preview out of band (htmx), or
     back to the list with the message (a plain form post)."""
@@ -113,5 +115,4 @@ def _answer(
     context = panel_context(request.user, message=message, failed=status != 200)
     context.update(counts=overview.counts, preview=overview.preview)
     response = render(request, "dashboard/suggestions_update.html", context, status=status)
-    response["HX-Trigger"] = json.dumps({CHANGED_EVENT: {"id": str(memory.pk)}})
-    return response
+    return trigger_client_event(response, CHANGED_EVENT, {"id": str(memory_id)})

@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from memories.validation import shown
+from memories.quoting import shown
 
 
 def user_named(username: str) -> Any:

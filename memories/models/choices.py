@@ -58,6 +58,7 @@ class RevisionAction(models.TextChoices):
     PROMOTE = "promote"
     CURATE = "curate"
     EDIT_GIST = "edit gist"
+    EDIT = "edit"  # a person's edit of the gist and of core or salience at once
     ARCHIVE = "archive"
     UNARCHIVE = "unarchive"
     COMPRESS = "compress"

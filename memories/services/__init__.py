@@ -3,36 +3,37 @@ tools, the dashboard, the admin and the management commands call them from this 
 and import nothing below it; what is not a service (a rule, a query, a model method)
 belongs elsewhere in memories.
 
-Each service is keyword-only, raises memories.errors.InvalidInput before changing
-anything when its input is bad, and makes its writes in one transaction. It acts for the
-`owner` it is given; `migrate` and `restore_snapshot` also accept owner=None, the operator
-acting for every user (migrate then normalises each user's memories in a transaction of
-their own; restore_snapshot restores any user's snapshot).
+Each service is keyword-only and takes domain values: the owner, model choices
+(Category, Salience…), text, datetimes, memory references (memories.refs: a whole id or an
+IdPrefix) and small frozen dataclasses (MemoryDraft, RecallFilters). Reading what an
+interface received into those values is that interface's work (mcp_bridge.coercion for
+the tools, forms for the dashboard and the admin). A service refuses with a
+memories.errors.DomainError that carries data, before changing anything, and each
+interface words it for its reader. It acts for the `owner` it is given; `migrate` and
+`restore_snapshot` also accept owner=None, the operator acting for every user.
 
-What a service returns (an interface never gets a model instance back):
+A write opens its own transaction. Those that embed text first (remember, the edits of a
+gist, compress, restoring a revision) must be the outermost, and say so with
+`atomic(durable=True)`: inside another transaction, embedding would hold SQLite's one
+write lock. They return what they wrote: a model instance (Memory, Closing) or a small
+frozen dataclass around it (Remembered, Changed, Compressed, Restored, Recalled).
 
-- A write returns its reply: a JSON-ready dict with "status": "ok", the ids it touched
-  (as strings) and what it set, plus "warnings" or a "message" when it has any. The tools
-  send it as it is; the dashboard, the admin and the commands take what they need from
-  it and read the rows they show through their own owner-scoped queries. `recall` and
-  `status`, which the tools send as they are, answer the same way.
-- A read that an interface lays out returns plain values: a frozen dataclass
-  (ReflectPayload, ReflectHistory, SuggestionGroup, Ranking, RecallFilters) or a str.
-  An export is the document itself: `export_store` returns it whole, `Export` streams
-  its text.
-- Two steps answer no one: `take_snapshot`, which migrate, import and restore take inside
-  their own transactions, returns the Snapshot row it wrote, and `record_reflect`, the
-  note taproot_reflect leaves, returns None.
+A read that an interface lays out returns plain values (ReflectPayload, ReflectHistory,
+SuggestionGroup, Ranking) or a str; an export is the document itself (`export_store`
+whole, `Export` streamed). `status`, `migrate`, `import_store` and `restore_snapshot`
+still answer with JSON-ready dicts, which the tools and the commands send as they are.
 """
 
 from memories.services.closings import close
 from memories.services.curation import (
-    FORGET_ACTIONS,
+    Changed,
+    Compressed,
+    Restored,
     archive,
     compress,
     delete,
+    edit,
     edit_gist,
-    forget,
     promote,
     restore_revision,
     set_curation,
@@ -40,11 +41,17 @@ from memories.services.curation import (
 )
 from memories.services.exporting import Export, ExportBusy, export_store
 from memories.services.importing import import_store
-from memories.services.loaded import ReflectHistory, record_reflect, reflect_hint, reflect_history
+from memories.services.loaded import (
+    ReflectDue,
+    ReflectHistory,
+    record_reflect,
+    reflect_due,
+    reflect_history,
+)
 from memories.services.normalise import migrate
-from memories.services.recall import parse_filters, rank_memories, recall
+from memories.services.recall import Hit, Recalled, RecallFilters, rank_memories, recall
 from memories.services.reflect import reflect, status
-from memories.services.remember import remember
+from memories.services.remember import Duplicate, MemoryDraft, Remembered, remember
 from memories.services.snapshots import restore_snapshot, snapshot_summary, take_snapshot
 from memories.services.suggestions import (
     SuggestionGroup,
@@ -54,10 +61,19 @@ from memories.services.suggestions import (
 )
 
 __all__ = [
-    "FORGET_ACTIONS",
+    "Changed",
+    "Compressed",
+    "Duplicate",
     "Export",
     "ExportBusy",
+    "Hit",
+    "MemoryDraft",
+    "RecallFilters",
+    "Recalled",
+    "ReflectDue",
     "ReflectHistory",
+    "Remembered",
+    "Restored",
     "SuggestionGroup",
     "apply_suggestion",
     "archive",
@@ -65,18 +81,17 @@ __all__ = [
     "compress",
     "delete",
     "dismiss_suggestion",
+    "edit",
     "edit_gist",
     "export_store",
-    "forget",
     "import_store",
     "migrate",
-    "parse_filters",
     "promote",
     "rank_memories",
     "recall",
     "record_reflect",
     "reflect",
-    "reflect_hint",
+    "reflect_due",
     "reflect_history",
     "remember",
     "restore_revision",

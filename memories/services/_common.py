@@ -2,6 +2,7 @@
 the owner-scoped memory lookup, the one way revisions are kept, and re-indexing in
 batches."""
 
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -9,32 +10,27 @@ from typing import Any
 from django.utils import timezone
 
 from memories.bulkwrite import WRITE_BATCH
-from memories.errors import InvalidInput
+from memories.errors import UnknownMemory
 from memories.indexing import Vectors, reindex
-from memories.models import ChangeSource, Memory, Revision, User
+from memories.models import ChangeSource, Memory, Revision, RevisionAction, User
+from memories.refs import MemoryRef
 from memories.shortids import resolve_memory_id
-from memories.vocabulary import last_touch_of
 
 
 def now_or(now: datetime | None) -> datetime:
     return now if now is not None else timezone.now()
 
 
-def get_memory(
-    owner: User, memory_id: Any, *, for_update: bool = False, field: str = "memory_id"
-) -> Memory:
+def get_memory(owner: User, ref: MemoryRef, *, for_update: bool = False) -> Memory:
     """The caller's memory with this id (or unique id prefix); a foreign id is as unknown
     as a made-up one."""
-    pk = resolve_memory_id(owner, memory_id, field=field)
+    pk = resolve_memory_id(owner, ref)
     queryset = Memory.objects.for_owner(owner)
     if for_update:
         queryset = queryset.select_for_update()
     memory = queryset.filter(pk=pk).first()
     if memory is None:
-        raise InvalidInput(
-            f"No memory with id {pk} exists for you. Check the id in the catalog, or find "
-            "it with taproot_recall(query=...)."
-        )
+        raise UnknownMemory(pk)
     return memory
 
 
@@ -42,7 +38,7 @@ def record_revisions(
     changes: Iterable[tuple[Memory, dict[str, Any]]],
     *,
     source: ChangeSource | str,
-    action: str,
+    action: RevisionAction | str,
     now: datetime,
 ) -> None:
     """Keep a revision of each (memory, before) whose tracked fields changed: `before` is
@@ -68,12 +64,6 @@ def record_revisions(
     Revision.objects.bulk_create(revisions, batch_size=WRITE_BATCH)
 
 
-def touch(memory: Memory, now: datetime) -> None:
-    """Mark a memory as updated now (the edits that move updated_at, SPEC §2)."""
-    memory.updated_at = now
-    memory.last_touched_at = last_touch_of(now, memory.last_retrieved)
-
-
 def reindex_in_batches(
     memories: Sequence[Memory],
     *,
@@ -88,3 +78,8 @@ def reindex_in_batches(
             new=new,
             vectors=vectors,
         )
+
+
+def distinct(ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
+    """The ids in the order given, each once."""
+    return list(dict.fromkeys(ids))

@@ -1,306 +1,266 @@
-"""Curating memories: promote, dashboard edits, archive, unarchive, delete, compress,
-and restoring a revision (SPEC §2, §4, §6)."""
+"""Curating memories: promote, a person's edits, archive, unarchive, delete, compress, and
+restoring a revision (SPEC §2, §4, §6)."""
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Literal
 
 from django.db import transaction
 
-from memories.errors import InvalidInput
-from memories.indexing import refresh_hashes, reindex, string_items, unindex, vectors_for
-from memories.models import ChangeSource, Memory, Revision, User
-from memories.services._common import (
-    get_memory,
-    now_or,
-    record_revisions,
-    touch,
+from memories.errors import (
+    MemoryArchived,
+    MixedCategories,
+    NotAllYours,
+    NothingToChange,
+    SomeArchived,
+    TooFewToCompress,
+    TooManyTags,
+    UnknownRevision,
 )
-from memories.services.normalise import normalise_salience
-from memories.shortids import resolve_prefixes, skipped_prefixes_warning
-from memories.validation import (
+from memories.indexing import refresh_hashes, reindex, string_items, unindex
+from memories.limits import (
     MAX_CONTENT,
     MAX_GIST,
     MAX_LIST_ITEMS,
     MAX_REASON,
-    MAX_RECALL_IDS,
-    coerce_bool,
-    coerce_category,
-    coerce_id_list,
-    coerce_salience,
-    optional_text,
-    require_text,
-    shown,
-    trimmed,
+    check_optional,
+    check_text,
 )
-from memories.vocabulary import (
-    DERIVED_FIELDS,
-    TRACKED_FIELDS,
-    last_touch_of,
-    salience_rank,
-    whole_number,
+from memories.models import (
+    Category,
+    ChangeSource,
+    Memory,
+    Revision,
+    RevisionAction,
+    Salience,
+    User,
 )
+from memories.refs import IdPrefix, MemoryRef, Resolved
+from memories.services._common import distinct, get_memory, now_or, record_revisions
+from memories.services.normalise import normalise_salience
+from memories.services.unit_of_work import change_memory, embed_ahead
+from memories.shortids import resolve_prefixes
+from memories.vocabulary import salience_rank
 
-FORGET_ACTIONS = ("archive", "unarchive", "delete", "compress")
 
+@dataclass(frozen=True)
+class Changed:
+    """A memory as an archive or unarchive left it, and whether that changed anything."""
 
-def _curation_values(core: Any, salience: Any) -> tuple[dict[str, Any], list[str]]:
-    if core is None and salience is None:
-        raise InvalidInput("Give core (true or false) and/or salience (high, medium or low).")
-    values: dict[str, Any] = {}
-    warnings: list[str] = []
-    if core is not None:
-        values["core"] = coerce_bool(core, field="core")
-    if salience is not None:
-        values["salience"], warning = coerce_salience(salience)
-        if warning:
-            warnings.append(warning)
-    return values, warnings
+    memory: Memory
+    changed: bool
 
 
 def promote(
     *,
     owner: User,
-    memory_id: Any,
-    core: Any = None,
-    salience: Any = None,
+    memory_id: MemoryRef,
+    core: bool | None = None,
+    salience: Salience | None = None,
     source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
-) -> dict[str, Any]:
-    """Set core and/or salience from a tool call (or a suggestion applied in the dashboard):
-    this counts as an update (bumps updated_at)."""
-    now = now_or(now)
-    values, warnings = _curation_values(core, salience)
-    with transaction.atomic():
-        memory = get_memory(owner, memory_id, for_update=True)
+) -> Memory:
+    """Set core and/or salience as Claude curates (or a suggestion applied in the
+    dashboard): this counts as an update (moves updated_at)."""
+    if core is None and salience is None:
+        raise NothingToChange()
+    moment = now_or(now)
+
+    def curate(memory: Memory) -> None:
         if memory.is_archived:
-            raise InvalidInput(
-                f"Memory {memory.pk} is archived and cannot be promoted; unarchive it first "
-                "with taproot_forget(action='unarchive')."
-            )
-        before = memory.tracked_state()
-        for name, value in values.items():
-            setattr(memory, name, value)
-        touch(memory, now)
-        memory.save(update_fields=[*values, "updated_at", "last_touched_at"])
-        record_revisions([(memory, before)], source=source, action="promote", now=now)
-        reindex([memory], text_changed=False)
-    return _curation_reply(memory, warnings)
+            raise MemoryArchived(memory.pk, "promote")
+        memory.curate(core=core, salience=salience)
+        memory.touch(moment)
+
+    return change_memory(
+        owner, memory_id, curate, source=source, action=RevisionAction.PROMOTE, now=moment
+    )
+
+
+def edit(
+    *,
+    owner: User,
+    memory_id: MemoryRef,
+    gist: str | None = None,
+    core: bool | None = None,
+    salience: Salience | None = None,
+    source: ChangeSource,
+    now: datetime | None = None,
+) -> Memory:
+    """A person's edit of the gist, core and/or salience (dashboard, admin): updated_at
+    stays, so a demoted memory can roll out of the catalog window. A gist written here is
+    no longer the one made from the content."""
+    if gist is None and core is None and salience is None:
+        raise NothingToChange()
+    clean_gist = None if gist is None else check_text(gist.strip(), field="gist", limit=MAX_GIST)
+    if clean_gist is None:
+        action = RevisionAction.CURATE
+    elif core is None and salience is None:
+        action = RevisionAction.EDIT_GIST
+    else:
+        action = RevisionAction.EDIT
+
+    def apply(memory: Memory) -> None:
+        if clean_gist is not None:
+            memory.rewrite_gist(clean_gist)
+        memory.curate(core=core, salience=salience)
+
+    return change_memory(
+        owner,
+        memory_id,
+        apply,
+        source=source,
+        action=action,
+        now=now_or(now),
+        rewrites_text=clean_gist is not None,
+    )
 
 
 def set_curation(
     *,
     owner: User,
-    memory_id: Any,
-    core: Any = None,
-    salience: Any = None,
+    memory_id: MemoryRef,
+    core: bool | None = None,
+    salience: Salience | None = None,
     source: ChangeSource,
     now: datetime | None = None,
-) -> dict[str, Any]:
-    """A person's edit of core/salience (dashboard, admin): updated_at stays, so a demoted
-    memory can roll out of the catalog window."""
-    now = now_or(now)
-    values, warnings = _curation_values(core, salience)
-    with transaction.atomic():
-        memory = get_memory(owner, memory_id, for_update=True)
-        before = memory.tracked_state()
-        for name, value in values.items():
-            setattr(memory, name, value)
-        memory.save(update_fields=list(values))
-        record_revisions([(memory, before)], source=source, action="curate", now=now)
-        reindex([memory], text_changed=False)
-    return _curation_reply(memory, warnings)
-
-
-def _curation_reply(memory: Memory, warnings: list[str]) -> dict[str, Any]:
-    reply: dict[str, Any] = {
-        "status": "ok",
-        "memory_id": str(memory.pk),
-        "core": memory.core,
-        "salience": memory.salience,
-    }
-    if warnings:
-        reply["warnings"] = warnings
-    return reply
+) -> Memory:
+    """A person sets core and/or salience (see `edit`)."""
+    return edit(
+        owner=owner, memory_id=memory_id, core=core, salience=salience, source=source, now=now
+    )
 
 
 def edit_gist(
-    *, owner: User, memory_id: Any, gist: Any, source: ChangeSource, now: datetime | None = None
-) -> dict[str, Any]:
-    """A person rewrites the gist: no longer auto-made, updated_at stays."""
-    now = now_or(now)
-    clean = require_text(trimmed(gist), field="gist", limit=MAX_GIST)
-    # Embedded before the write transaction, from the memory as read without a lock.
-    draft = get_memory(owner, memory_id)
-    draft.gist = clean
-    ahead = vectors_for([draft])
-    with transaction.atomic():
-        memory = get_memory(owner, memory_id, for_update=True)
-        before = memory.tracked_state()
-        memory.gist = clean
-        memory.gist_autogenerated = False
-        refresh_hashes(memory)
-        memory.save(update_fields=["gist", "gist_autogenerated", "gist_hash"])
-        record_revisions([(memory, before)], source=source, action="edit gist", now=now)
-        reindex([memory], vectors=ahead)
-    return {"status": "ok", "memory_id": str(memory.pk), "gist": memory.gist}
+    *,
+    owner: User,
+    memory_id: MemoryRef,
+    gist: str,
+    source: ChangeSource,
+    now: datetime | None = None,
+) -> Memory:
+    """A person rewrites the gist (see `edit`)."""
+    return edit(owner=owner, memory_id=memory_id, gist=gist, source=source, now=now)
 
 
 def archive(
     *,
     owner: User,
-    memory_id: Any,
-    reason: Any = None,
+    memory_id: MemoryRef,
+    reason: str | None = None,
     source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
-) -> dict[str, Any]:
-    now = now_or(now)
-    clean_reason = optional_text(reason, field="reason", limit=MAX_REASON)
-    with transaction.atomic():
-        memory = get_memory(owner, memory_id, for_update=True)
-        if memory.is_archived:
-            return {
-                "status": "ok",
-                "action": "archived",
-                "memory_id": str(memory.pk),
-                "changed": False,
-                "message": "This memory was already archived; nothing changed.",
-            }
-        _archive(memory, clean_reason, source=source, action="archive", now=now)
-    return {
-        "status": "ok",
-        "action": "archived",
-        "memory_id": str(memory.pk),
-        "changed": True,
-        "reason": clean_reason,
-    }
+) -> Changed:
+    """Hide a memory from reflect and recall, keeping it (and why). Archiving an archived
+    memory changes nothing."""
+    moment = now_or(now)
+    clean_reason = check_optional(reason, field="reason", limit=MAX_REASON)
+    was_archived = False
 
+    def retire(memory: Memory) -> None:
+        nonlocal was_archived
+        was_archived = memory.is_archived
+        if not was_archived:
+            memory.archive(clean_reason, moment)
 
-def _archive(
-    memory: Memory, reason: str | None, *, source: ChangeSource | str, action: str, now: datetime
-) -> None:
-    before = memory.tracked_state()
-    memory.archived_at = now
-    memory.archive_reason = reason
-    memory.save(update_fields=["archived_at", "archive_reason"])
-    record_revisions([(memory, before)], source=source, action=action, now=now)
-    reindex([memory], text_changed=False)
+    memory = change_memory(
+        owner, memory_id, retire, source=source, action=RevisionAction.ARCHIVE, now=moment
+    )
+    return Changed(memory, changed=not was_archived)
 
 
 def unarchive(
     *,
     owner: User,
-    memory_id: Any,
+    memory_id: MemoryRef,
     source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
-) -> dict[str, Any]:
-    now = now_or(now)
-    with transaction.atomic():
-        memory = get_memory(owner, memory_id, for_update=True)
-        if not memory.is_archived:
-            return {
-                "status": "ok",
-                "action": "unarchived",
-                "memory_id": str(memory.pk),
-                "changed": False,
-                "message": "This memory is not archived; nothing changed.",
-            }
-        before = memory.tracked_state()
-        memory.archived_at = None
-        memory.archive_reason = None
-        memory.save(update_fields=["archived_at", "archive_reason"])
-        record_revisions([(memory, before)], source=source, action="unarchive", now=now)
-        reindex([memory], text_changed=False)
-    return {"status": "ok", "action": "unarchived", "memory_id": str(memory.pk), "changed": True}
+) -> Changed:
+    """Bring an archived memory back. Unarchiving a live memory changes nothing."""
+    was_archived = False
+
+    def revive(memory: Memory) -> None:
+        nonlocal was_archived
+        was_archived = memory.is_archived
+        memory.unarchive()
+
+    memory = change_memory(
+        owner, memory_id, revive, source=source, action=RevisionAction.UNARCHIVE, now=now_or(now)
+    )
+    return Changed(memory, changed=was_archived)
 
 
-def delete(*, owner: User, memory_id: Any) -> dict[str, Any]:
-    """Remove a memory for good, with its revisions and index rows."""
+def delete(*, owner: User, memory_id: MemoryRef) -> uuid.UUID:
+    """Remove a memory for good, with its revisions and index rows; its id."""
     with transaction.atomic():
         memory = get_memory(owner, memory_id, for_update=True)
         pk = memory.pk
         unindex([pk])
         memory.delete()
-    return {"status": "ok", "action": "deleted", "memory_id": str(pk)}
+    return pk
+
+
+@dataclass(frozen=True)
+class Compressed:
+    """The memory that stands for several, the originals it archived, and the prefixes
+    among the ids given that named no single memory (skipped)."""
+
+    memory: Memory
+    originals: list[Memory]
+    skipped: Resolved
 
 
 def compress(
     *,
     owner: User,
-    ids: Any,
-    content: Any,
-    gist: Any,
-    category: Any = None,
-    reason: Any = None,
+    memory_ids: Sequence[MemoryRef],
+    content: str,
+    gist: str,
+    category: Category | None = None,
+    reason: str | None = None,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> Compressed:
     """Write one memory that stands for several (the caller wrote its text); archive them."""
     now = now_or(now)
-    warnings: list[str] = []
-    if ids is None:
-        raise InvalidInput("compress needs ids: two or more of your live memory ids.")
-    id_list = coerce_id_list(ids, field="ids", max_items=MAX_RECALL_IDS)
-    original_ids = id_list.ids
-    skipped = ""
-    if id_list.prefixes:
-        # A short id names its memory; one naming none or several is skipped, and named.
-        resolved = resolve_prefixes(owner, list(id_list.prefixes))
-        original_ids = list(dict.fromkeys([*original_ids, *resolved.ids.values()]))
-        if resolved.ambiguous or resolved.unknown:
-            skipped = skipped_prefixes_warning("ids", resolved, id_list.prefixes)
-            warnings.append(skipped)
+    prefixes = [ref for ref in memory_ids if isinstance(ref, IdPrefix)]
+    # A short id names its memory; one naming none or several is skipped, and named.
+    resolved = resolve_prefixes(owner, [p.hex for p in prefixes])
+    original_ids = distinct(
+        [
+            *(ref for ref in memory_ids if isinstance(ref, uuid.UUID)),
+            *resolved.ids.values(),
+        ]
+    )
     if len(original_ids) < 2:
-        need = "compress needs at least two distinct memory ids in ids."
-        raise InvalidInput(f"{need} {skipped}" if skipped else need)
-    clean_content = require_text(content, field="content", limit=MAX_CONTENT)
-    clean_gist = require_text(trimmed(gist), field="gist", limit=MAX_GIST)
-    clean_category = None
-    if category is not None:
-        clean_category, warning = coerce_category(category)
-        if warning:
-            warnings.append(warning)
-    optional_text(reason, field="reason", limit=MAX_REASON)
+        raise TooFewToCompress(len(original_ids), resolved)
+    clean_content = check_text(content, field="content", limit=MAX_CONTENT)
+    clean_gist = check_text(gist.strip(), field="gist", limit=MAX_GIST)
+    check_optional(reason, field="reason", limit=MAX_REASON)
     # Embedded before the write transaction, with the originals' tags as read without a
     # lock (reindex embeds again should they change meanwhile).
     unlocked = Memory.objects.for_owner(owner).in_bulk(original_ids).values()
-    ahead = vectors_for([Memory(content=clean_content, gist=clean_gist, tags=_all_tags(unlocked))])
-    with transaction.atomic():
+    ahead = embed_ahead([Memory(content=clean_content, gist=clean_gist, tags=_all_tags(unlocked))])
+    with transaction.atomic(durable=True):
         found = Memory.objects.for_owner(owner).select_for_update().in_bulk(original_ids)
-        missing = [str(i) for i in original_ids if i not in found]
-        if missing:
-            raise InvalidInput(
-                "compress can only combine your own memories; unknown ids: " + ", ".join(missing)
-            )
+        if missing := [i for i in original_ids if i not in found]:
+            raise NotAllYours(missing)
         originals = [found[i] for i in original_ids]
-        archived = [str(m.pk) for m in originals if m.is_archived]
-        if archived:
-            raise InvalidInput(
-                "compress combines live memories; these are archived: " + ", ".join(archived)
-            )
+        if archived := [m.pk for m in originals if m.is_archived]:
+            raise SomeArchived(archived)
         categories = {m.category for m in originals}
-        if clean_category is None:
-            if len(categories) != 1:
-                raise InvalidInput(
-                    "These memories are in different categories ("
-                    + ", ".join(sorted(categories))
-                    + "): give the category of the compressed memory."
-                )
-            clean_category, warning = coerce_category(categories.pop())
-            if warning:
-                warnings.append(warning)
+        if category is None and len(categories) != 1:
+            raise MixedCategories(sorted(categories))
         tags = _all_tags(originals)
         if len(tags) > MAX_LIST_ITEMS:
-            raise InvalidInput(
-                f"Together these memories carry {len(tags)} distinct tags; a memory may hold "
-                f"{MAX_LIST_ITEMS}. Remove some tags first."
-            )
+            raise TooManyTags(len(tags), MAX_LIST_ITEMS)
         # Each salience as migrate would make it ("3" is high, a drifted one medium).
         salience = min((normalise_salience(m.salience) for m in originals), key=salience_rank)
         new = Memory(
             id=uuid.uuid4(),
             owner=owner,
-            category=clean_category,
+            category=category or categories.pop(),
             content=clean_content,
             gist=clean_gist,
             salience=salience,
@@ -310,31 +270,18 @@ def compress(
             compression_level=max(m.compression_level for m in originals) + 1,
             created_at=now,
         )
-        touch(new, now)
+        new.touch(now)
         refresh_hashes(new)
         new.save(force_insert=True)
         reindex([new], new=True, vectors=ahead)
+        changes = []
         for memory in originals:
-            _archive(
-                memory,
-                f"compressed into {new.pk}",
-                source=ChangeSource.TOOL,
-                action="compress",
-                now=now,
-            )
-    reply: dict[str, Any] = {
-        "status": "ok",
-        "action": "compressed",
-        "memory_id": str(new.pk),
-        "archived": [str(m.pk) for m in originals],
-        "category": new.category,
-        "salience": new.salience,
-        "core": new.core,
-        "compression_level": new.compression_level,
-    }
-    if warnings:
-        reply["warnings"] = warnings
-    return reply
+            changes.append((memory, memory.tracked_state()))
+            memory.archive(f"compressed into {new.pk}", now)
+            memory.save(update_fields=["archived_at", "archive_reason"])
+        record_revisions(changes, source=ChangeSource.TOOL, action=RevisionAction.COMPRESS, now=now)
+        reindex(originals, text_changed=False)
+    return Compressed(new, originals, resolved)
 
 
 def _all_tags(memories: Iterable[Memory]) -> list[str]:
@@ -347,41 +294,10 @@ def _all_tags(memories: Iterable[Memory]) -> list[str]:
     return tags
 
 
-def forget(
-    *,
-    owner: User,
-    action: Any,
-    memory_id: Any = None,
-    reason: Any = None,
-    ids: Any = None,
-    content: Any = None,
-    gist: Any = None,
-    category: Any = None,
-    now: datetime | None = None,
-) -> dict[str, Any]:
-    """The taproot_forget tool: one entry point for its four actions."""
-    folded = action.strip().lower() if isinstance(action, str) else None
-    if folded not in FORGET_ACTIONS:
-        raise InvalidInput(
-            f"action must be one of {', '.join(FORGET_ACTIONS)} (got {shown(action)})."
-        )
-    if folded == "compress":
-        return compress(
-            owner=owner,
-            ids=ids,
-            content=content,
-            gist=gist,
-            category=category,
-            reason=reason,
-            now=now,
-        )
-    if memory_id is None:
-        raise InvalidInput(f"action {folded!r} needs memory_id: the id of one of your memories.")
-    if folded == "archive":
-        return archive(owner=owner, memory_id=memory_id, reason=reason, now=now)
-    if folded == "unarchive":
-        return unarchive(owner=owner, memory_id=memory_id, now=now)
-    return delete(owner=owner, memory_id=memory_id)
+@dataclass(frozen=True)
+class Restored:
+    memory: Memory
+    revision: Revision
 
 
 def restore_revision(
@@ -389,52 +305,35 @@ def restore_revision(
     owner: User,
     revision_id: int,
     source: ChangeSource,
-    use: str = "before",
+    use: Literal["before", "after"] = "before",
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> Restored:
     """Put a memory's tracked fields back as a revision recorded them (leaves a revision).
 
     `use="before"` returns to the state before that change, `"after"` to the state it made.
     updated_at does not move.
     """
-    now = now_or(now)
     if use not in ("before", "after"):
-        raise InvalidInput("use must be 'before' or 'after'.")
-    pk = _revision_pk(revision_id)
-    ahead = None
-    if pk and (found := Revision.objects.filter(pk=pk, owner=owner).first()):
-        # Embedded before the write transaction, from the memory as read without a lock.
-        draft = Memory.objects.get(pk=found.memory_id, owner=owner)
-        draft.restore_tracked_state(found.before if use == "before" else found.after)
-        ahead = vectors_for([draft])
-    with transaction.atomic():
-        revision = Revision.objects.filter(pk=pk, owner=owner).first() if pk else None
-        if revision is None:
-            raise InvalidInput(f"No revision {shown(revision_id)} exists for you.")
-        memory = Memory.objects.select_for_update().get(pk=revision.memory_id, owner=owner)
-        state = revision.before if use == "before" else revision.after
-        before = memory.tracked_state()
+        raise ValueError(f"use must be 'before' or 'after', not {use!r}")
+    revision = None
+    # A number a revision id can be (a bigint); anything else names none.
+    if type(revision_id) is int and 0 < revision_id < 2**63:
+        revision = Revision.objects.filter(pk=revision_id, owner=owner).first()
+    if revision is None:
+        raise UnknownRevision(revision_id)
+    state = revision.before if use == "before" else revision.after
+
+    def put_back(memory: Memory) -> None:
         memory.restore_tracked_state(state)
-        memory.last_touched_at = last_touch_of(memory.updated_at, memory.last_retrieved)
-        refresh_hashes(memory)
-        memory.save(update_fields=[*TRACKED_FIELDS, *DERIVED_FIELDS])
-        record_revisions([(memory, before)], source=source, action="restore", now=now)
-        reindex([memory], vectors=ahead)
-    return {
-        "status": "ok",
-        "action": "restored",
-        "memory_id": str(memory.pk),
-        "revision_id": revision.pk,
-        "use": use,
-    }
+        memory.touch(memory.updated_at)  # the last touch as the restored state makes it
 
-
-def _revision_pk(value: Any) -> int | None:
-    """A revision id as a number, or None when it cannot name one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        return whole_number(value)
-    return None
+    memory = change_memory(
+        owner,
+        revision.memory_id,
+        put_back,
+        source=source,
+        action=RevisionAction.RESTORE,
+        now=now_or(now),
+        rewrites_text=True,
+    )
+    return Restored(memory, revision)

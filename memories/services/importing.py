@@ -20,9 +20,11 @@ from django.db import IntegrityError, transaction
 from memories.bulkwrite import WRITE_BATCH
 from memories.conf import embedder
 from memories.errors import InvalidInput
-from memories.indexing import Vectors, refresh_hashes, vectors_for
+from memories.indexing import Vectors, refresh_hashes
+from memories.limits import unstorable
 from memories.maintenance import refresh_planner_statistics
 from memories.models import ChangeSource, Closing, Memory, User
+from memories.quoting import shown
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.exporting import CLOSING_PREFIX, EXPORT_FORMAT, MEMORY_PREFIX
 from memories.services.normalise import (
@@ -32,8 +34,8 @@ from memories.services.normalise import (
     normalise_stored,
 )
 from memories.services.snapshots import take_snapshot
+from memories.services.unit_of_work import embed_ahead
 from memories.timeutil import parse_timestamp
-from memories.validation import coerce_bool, shown, unstorable
 from memories.vocabulary import last_touch_of
 
 # Reserved tags of the original Taproot.
@@ -207,11 +209,15 @@ def _text(value: Any) -> str | None:
     return None
 
 
+_TRUE = frozenset({"true", "yes", "1"})
+
+
 def _flag(value: Any) -> bool:
-    try:
-        return coerce_bool(value, field="flag") if value is not None else False
-    except InvalidInput:
-        return False
+    """A flag as a file may hold it: true, or the text "true", "yes" or "1"; anything else
+    is false."""
+    if isinstance(value, bool):
+        return value
+    return isinstance(value, str) and value.strip().lower() in _TRUE
 
 
 def _provenance(value: Any) -> str | None:
@@ -286,7 +292,7 @@ def _closing(
     return Closing(
         id=pk,
         owner_id=owner_id,
-        reflection=reflection.strip(),  # as taproot_close stores it
+        reflection=reflection.strip(),  # as a closing is stored
         conversation_title=_text(value.get("conversation_title")),
         conversation_url=_text(value.get("conversation_url")),
         created_at=_timestamp(value, "created_at", label) or now,
@@ -422,7 +428,7 @@ def _embed_ahead(incoming: Incoming) -> Vectors | None:
         apply_original_quirks(draft)
         normalise(draft)
         drafts.append(draft)
-    return vectors_for(drafts)
+    return embed_ahead(drafts)
 
 
 def _load(

@@ -1,10 +1,10 @@
-"""Whether Claude loaded the memory: each taproot_reflect tool call is recorded (SPEC §4),
-status and the dashboard say when it last happened, and remember and recall replies
-carry a `reflect_hint` while a reflect is due."""
+"""Whether Claude loaded the memory: each reflect tool call is recorded (SPEC §4), status
+and the dashboard say when it last happened, and `reflect_due` says when Claude should
+load it again (the tools' replies carry a hint then)."""
 
+import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
@@ -17,23 +17,21 @@ from memories.services._common import now_or
 # Calls are kept this long: enough to count the last week's and to know the latest (the
 # call just recorded is always the latest).
 RECENT_REFLECT_DAYS = 7
-NEVER_LOADED_HINT = (
-    "Call taproot_reflect before going on: your memory of this user has not been loaded yet."
-)
-CLOSED_SINCE_HINT = (
-    "Call taproot_reflect before going on: a conversation has closed since your memory was "
-    "last loaded, so this one has not loaded it."
-)
-STALE_HINT = (
-    "Call taproot_reflect before going on: your memory was last loaded more than {hours} "
-    "hours ago, probably in another conversation."
-)
+
+
+class ReflectDue(enum.Enum):
+    """Why Claude should load the memory before going on."""
+
+    NEVER_LOADED = "never loaded"  # no reflect yet
+    CLOSED_SINCE = "closed since"  # a conversation closed after the last reflect
+    STALE = "stale"  # the last reflect is older than TAPROOT_REFLECT_NUDGE_HOURS
 
 
 def record_reflect(
     *, owner: User, client_id: str = "", client_name: str = "", now: datetime | None = None
 ) -> None:
-    """Note a taproot_reflect tool call, and forget calls older than a week."""
+    """Note that Claude loaded the memory (a reflect tool call), and forget calls older than
+    a week."""
     now = now_or(now)
     with transaction.atomic():
         ReflectCall.objects.create(
@@ -81,10 +79,10 @@ def reflect_history(*, owner: User, now: datetime | None = None) -> ReflectHisto
     return ReflectHistory(last_at=last_at, last_client=last_client or "", last_7_days=recent_calls)
 
 
-def reflect_hint(*, owner: User, now: datetime | None = None) -> str | None:
-    """The nudge to send with a remember or recall reply, or None when no reflect is due:
-    it is due before the first reflect, after a taproot_close newer than the last reflect,
-    and once the last reflect is TAPROOT_REFLECT_NUDGE_HOURS old."""
+def reflect_due(*, owner: User, now: datetime | None = None) -> ReflectDue | None:
+    """Whether a reflect is due, and why (None when it is not): before the first reflect,
+    after a closing newer than the last reflect, and once the last reflect is
+    TAPROOT_REFLECT_NUDGE_HOURS old. One query."""
     now = now_or(now)
     last = (
         User.objects.filter(pk=owner.pk)
@@ -105,17 +103,9 @@ def reflect_hint(*, owner: User, now: datetime | None = None) -> str | None:
     )
     last_reflect, last_close = last if last else (None, None)
     if last_reflect is None:
-        return NEVER_LOADED_HINT
+        return ReflectDue.NEVER_LOADED
     if last_close is not None and last_close > last_reflect:
-        return CLOSED_SINCE_HINT
-    hours = reflect_nudge_hours()
-    if now - last_reflect > timedelta(hours=hours):
-        return STALE_HINT.format(hours=hours)
+        return ReflectDue.CLOSED_SINCE
+    if now - last_reflect > timedelta(hours=reflect_nudge_hours()):
+        return ReflectDue.STALE
     return None
-
-
-def with_reflect_hint(reply: dict[str, Any], owner: User, *, now: datetime) -> dict[str, Any]:
-    """A tool reply with its `reflect_hint` when a reflect is due."""
-    if hint := reflect_hint(owner=owner, now=now):
-        reply["reflect_hint"] = hint
-    return reply

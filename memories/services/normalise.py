@@ -19,11 +19,13 @@ from django.db import transaction
 
 from memories.bulkwrite import WRITE_BATCH, update_rows
 from memories.conf import embedder
-from memories.indexing import Vectors, normalised_hash, refresh_hashes, vectors_for
+from memories.indexing import Vectors, normalised_hash, refresh_hashes
+from memories.jsonutil import json_list
+from memories.limits import MAX_GIST
 from memories.models import ChangeSource, EpistemicStatus, Memory, Salience, User
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.snapshots import take_snapshot
-from memories.validation import MAX_GIST, json_list
+from memories.services.unit_of_work import embed_ahead
 from memories.vocabulary import (
     EPISTEMIC_VALUES,
     NUMERIC_SALIENCE,
@@ -302,7 +304,7 @@ def _embed_ahead(owner_id: int, candidates: list[uuid.UUID]) -> Vectors | None:
     for chunk in _chunks(candidates):
         rows = Memory.objects.filter(owner_id=owner_id, pk__in=chunk).order_by("pk")
         changed += [c.memory for c in find_changes(rows) if INDEXED_FIELDS.intersection(c.fields)]
-    return vectors_for(changed)
+    return embed_ahead(changed)
 
 
 def _chunks(ids: list[uuid.UUID]) -> Iterator[list[uuid.UUID]]:

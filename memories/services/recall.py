@@ -1,21 +1,20 @@
-"""taproot_recall: rank the caller's memories by activation and strengthen what is returned."""
+"""Recall: rank the caller's memories by activation and strengthen what is returned."""
 
 import dataclasses
 import heapq
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from django.db import connection, transaction
 
 from memories.conf import activation_config, embedder, ranking_profile
 from memories.embedding import Vector
-from memories.errors import InvalidInput
 from memories.indexing import tag_key
-from memories.jsonutil import dumps
-from memories.models import Memory, RecallEntry, User
+from memories.limits import DEFAULT_RECALL_LIMIT
+from memories.models import Category, Memory, RecallEntry, User
 from memories.ranking import (
     ActivationConfig,
     Candidate,
@@ -25,28 +24,12 @@ from memories.ranking import (
     query_weights,
     rank,
 )
+from memories.refs import IdPrefix, Resolved
 from memories.scoring import EPSILON, Band, Filters, OwnerIndex, best_candidates, statistics
 from memories.semantic import CACHE
-from memories.services._common import now_or
-from memories.services.loaded import with_reflect_hint
-from memories.shortids import resolve_prefixes, skipped_prefixes_warning
-from memories.timeutil import isoformat, micros
-from memories.validation import (
-    DEFAULT_RECALL_LIMIT,
-    ID_FORMAT,
-    MAX_ITEM_LENGTH,
-    MAX_LIST_ITEMS,
-    MAX_QUERY,
-    MAX_RECALL_IDS,
-    MAX_RECALL_LIMIT,
-    check_length,
-    coerce_category,
-    coerce_int,
-    coerce_since,
-    coerce_string_list,
-    shown,
-    split_id_list,
-)
+from memories.services._common import distinct, now_or
+from memories.shortids import resolve_prefixes
+from memories.timeutil import micros
 
 # A blended query whose words this many memories hold in all (the sum of their document
 # frequencies, at least the number of matches), and at least this share of the owner's
@@ -55,96 +38,35 @@ from memories.validation import (
 # share of it.
 WIDE_QUERY = 200
 WIDE_SHARE = 1 / 50
-# Claude.ai cuts tool results near 150,000 characters; stop well before that.
-MAX_REPLY_CHARS = 100_000
-STOP_WORDS_NOTE = (
-    "Every word of this query is too common to tell memories apart (what, did, the, …). "
-    "Ask again with a distinctive word: a name, a place, a topic."
-)
 
 
 @dataclass(frozen=True)
 class RecallFilters:
-    query: str | None
-    category: str | None
-    ids: list[uuid.UUID] | None
-    tag_keys: list[str]
-    since: datetime | None
-    limit: int
-    warnings: list[str]
-    # Id prefixes sent in ids, not yet looked up (each → the entry as sent).
-    prefixes: dict[str, Any] = field(default_factory=dict)
+    """What a recall asks for: a query, and filters that all hold (category, ids, tags,
+    updated since), and how many memories at most."""
+
+    query: str | None = None
+    category: Category | None = None
+    ids: list[uuid.UUID] | None = None  # None: any memory; [] none (every id was malformed)
+    tags: list[str] = field(default_factory=list)
+    since: datetime | None = None
+    limit: int = DEFAULT_RECALL_LIMIT
+    # Id prefixes among the ids asked for, resolved by the recall.
+    prefixes: list[IdPrefix] = field(default_factory=list)
+
+    @property
+    def tag_keys(self) -> list[str]:
+        return [tag_key(t) for t in self.tags]
 
 
-def parse_filters(
-    *,
-    query: Any = None,
-    category: Any = None,
-    ids: Any = None,
-    tags: Any = None,
-    since: Any = None,
-    limit: Any = None,
-) -> RecallFilters:
-    warnings: list[str] = []
-    if query is not None:
-        if not isinstance(query, str):
-            raise InvalidInput(f"query must be text (got {shown(query)}).")
-        check_length(query, field="query", limit=MAX_QUERY)
-    clean_category = None
-    if category is not None and not (isinstance(category, str) and not category.strip()):
-        clean_category, warning = coerce_category(category)
-        if warning:
-            warnings.append(warning)
-    clean_ids = None
-    prefixes: dict[str, Any] = {}
-    if ids is not None:
-        id_list = split_id_list(ids, field="ids", max_items=MAX_RECALL_IDS)
-        clean_ids, prefixes = id_list.ids, id_list.prefixes
-        if id_list.malformed:
-            # One bad entry must not cost the others: it is skipped, and named.
-            warnings.append(
-                f"Skipped entries of ids that are not memory ids (send {ID_FORMAT}): "
-                + ", ".join(shown(item) for item in id_list.malformed)
-                + "."
-            )
-        elif not clean_ids and not prefixes:
-            # An empty list (however encoded) asks for no particular ids: it does not filter.
-            clean_ids = None
-    tag_list = coerce_string_list(
-        tags, field="tags", max_items=MAX_LIST_ITEMS, max_length=MAX_ITEM_LENGTH
-    )
-    # Blank text, like a blank category, is an argument left out (models send "").
-    blank_since = since is None or (isinstance(since, str) and not since.strip())
-    clean_since = None if blank_since else coerce_since(since)
-    if limit is not None:
-        clean_limit = coerce_int(limit, field="limit", minimum=1, maximum=MAX_RECALL_LIMIT)
-    elif clean_ids or prefixes:
-        clean_limit = len(clean_ids or []) + len(prefixes)
-    else:
-        clean_limit = DEFAULT_RECALL_LIMIT
-    return RecallFilters(
-        query=query,
-        category=clean_category,
-        ids=clean_ids,
-        tag_keys=[tag_key(t) for t in tag_list],
-        since=clean_since,
-        limit=clean_limit,
-        warnings=warnings,
-        prefixes=prefixes,
-    )
-
-
-def resolve_id_prefixes(owner: User, filters: RecallFilters) -> RecallFilters:
-    """The filters with each id prefix replaced by the one memory it names; a prefix naming
-    none or several is skipped and named, with the candidates, in a warning."""
+def resolve_id_prefixes(owner: User, filters: RecallFilters) -> tuple[RecallFilters, Resolved]:
+    """The filters with each id prefix replaced by the one memory it names, and what the
+    prefixes named (one naming none or several is skipped)."""
     if not filters.prefixes:
-        return filters
-    resolved = resolve_prefixes(owner, list(filters.prefixes))
-    warnings = list(filters.warnings)
-    if resolved.ambiguous or resolved.unknown:
-        warnings.append(skipped_prefixes_warning("ids", resolved, filters.prefixes))
-    ids = list(dict.fromkeys([*(filters.ids or []), *resolved.ids.values()]))
-    return dataclasses.replace(filters, ids=ids, prefixes={}, warnings=warnings)
+        return filters, Resolved()
+    resolved = resolve_prefixes(owner, [p.hex for p in filters.prefixes])
+    ids = distinct([*(filters.ids or []), *resolved.ids.values()])
+    return dataclasses.replace(filters, ids=ids, prefixes=[]), resolved
 
 
 @dataclass(frozen=True)
@@ -312,79 +234,85 @@ def _meaning_alone(
     return [dataclasses.replace(c, cosine=cosine_of[c.id]) for c in chosen]
 
 
+@dataclass(frozen=True)
+class Hit:
+    """A recalled memory as it stands after the recall, its score, and whether it was
+    found by meaning alone (a guess, not a retrieval: not strengthened)."""
+
+    memory: Memory
+    score: float
+    by_meaning: bool = False
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """What a recall found, best first; whether more would have been returned but for the
+    caller's `fits`; whether the query was all stop words; the ids asked for that name no
+    live memory of the owner's; and what the id prefixes asked for named."""
+
+    hits: list[Hit]
+    truncated: bool = False
+    only_stop_words: bool = False
+    missing: list[uuid.UUID] = field(default_factory=list)
+    prefixes: Resolved = field(default_factory=Resolved)
+
+
+# Whether one more hit fits what the caller can send (a reply's size, say); the hits are
+# offered best first, as they will stand once strengthened.
+Fits = Callable[[Hit], bool]
+
+
 def recall(
     *,
     owner: User,
-    query: Any = None,
-    category: Any = None,
-    ids: Any = None,
-    tags: Any = None,
-    since: Any = None,
-    limit: Any = None,
+    filters: RecallFilters,
+    fits: Fits | None = None,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> Recalled:
+    """The owner's best live memories for these filters, each recall counted as a use
+    (strengthened: SPEC §3), except those found by meaning alone. `fits`, when given, is
+    asked before each hit is taken; the first that does not fit ends the list."""
     now = now_or(now)
-    filters = parse_filters(
-        query=query, category=category, ids=ids, tags=tags, since=since, limit=limit
-    )
-    filters = resolve_id_prefixes(owner, filters)
+    filters, resolved = resolve_id_prefixes(owner, filters)
     # Ranking only reads, so it runs outside the write transaction: on SQLite that
     # transaction holds the database's one write lock, which other requests wait for.
     ranking = rank_memories(owner, filters, now=now)
     if ranking.only_stop_words:
-        reply = _reply([], filters.warnings, truncated=False, note=STOP_WORDS_NOTE)
-        return with_reflect_hint(reply, owner, now=now)
-    ranked = ranking.ranked
-    chosen_ids = [item.candidate.id for item in ranked]
+        return Recalled([], only_stop_words=True, prefixes=resolved)
+    chosen_ids = [item.candidate.id for item in ranking.ranked]
     memories = Memory.objects.for_owner(owner).live().filter(pk__in=chosen_ids).order_by().in_bulk()
-    results: list[dict[str, Any]] = []
-    stored_last_retrieved: dict[uuid.UUID, datetime | None] = {}
+    hits: list[Hit] = []
     truncated = False
-    size = len(dumps(_reply([], filters.warnings, truncated=True)))
-    for item in ranked:
+    for item in ranking.ranked:
         memory = memories.get(item.candidate.id)
         if memory is None:  # deleted or archived by a concurrent request since it was ranked
             continue
-        stored_last_retrieved[memory.pk] = memory.last_retrieved
-        # Show the record as it will be after strengthening.
-        memory.retrieval_count += 1
-        memory.last_retrieved = now
-        record = memory.as_record()
-        record["activation_score"] = round(item.score, 3)
-        if memory.pk in ranking.meaning_only:
-            # A guess by meaning, not a retrieval: shown as stored, not strengthened.
-            record["retrieval_count"] -= 1
-            record["last_retrieved"] = isoformat(stored_last_retrieved[memory.pk])
-            record["matched_by"] = "meaning"
-        added = len(dumps(record)) + 1
-        if size + added > MAX_REPLY_CHARS:
+        by_meaning = memory.pk in ranking.meaning_only
+        if not by_meaning:
+            # As it will stand once strengthened.
+            memory.retrieval_count += 1
+            memory.last_retrieved = now
+        hit = Hit(memory, item.score, by_meaning)
+        if fits is not None and not fits(hit):
             truncated = True
             break
-        size += added
-        results.append(record)
-    retrieved = [uuid.UUID(r["id"]) for r in results if "matched_by" not in r]
+        hits.append(hit)
+    retrieved = [hit.memory.pk for hit in hits if not hit.by_meaning]
     if retrieved:
         counts = _strengthen(owner, retrieved, now=now)
         # A memory deleted or archived since it was read is not returned.
-        results = [r for r in results if "matched_by" in r or uuid.UUID(r["id"]) in counts]
-        for record in results:
-            if "matched_by" not in record:
-                record["retrieval_count"] = counts[uuid.UUID(record["id"])]
-    warnings = filters.warnings
-    if filters.ids and (missing := _missing(owner, filters.ids, results)):
-        warnings = [
-            *warnings,
-            "No live memory of yours has these ids (unknown, archived or deleted): "
-            + ", ".join(map(str, missing))
-            + ".",
-        ]
-    return with_reflect_hint(_reply(results, warnings, truncated=truncated), owner, now=now)
+        hits = [hit for hit in hits if hit.by_meaning or hit.memory.pk in counts]
+        for hit in hits:
+            if not hit.by_meaning:
+                hit.memory.retrieval_count = counts[hit.memory.pk]
+    missing = _missing(owner, filters.ids, hits) if filters.ids else []
+    return Recalled(hits, truncated=truncated, missing=missing, prefixes=resolved)
 
 
-def _missing(owner: User, ids: list[uuid.UUID], results: list[dict[str, Any]]) -> list[uuid.UUID]:
+def _missing(owner: User, ids: list[uuid.UUID], hits: list[Hit]) -> list[uuid.UUID]:
     """The ids that name no live memory of the owner's. Those returned, or left out only by
-    the query, the limit or the reply's size, are not missing."""
-    returned = {uuid.UUID(record["id"]) for record in results}
+    the query, the limit or the caller's `fits`, are not missing."""
+    returned = {hit.memory.pk for hit in hits}
     unreturned = [i for i in ids if i not in returned]
     if not unreturned:  # the usual recall by ids: no query needed
         return []
@@ -467,24 +395,3 @@ _STRENGTHEN_ENTRIES = f"""
 UPDATE {_ENTRY} SET retrieval_count = retrieval_count + 1, last_retrieved_us = %s
 WHERE memory_id IN ({{ids}})
 """
-
-
-def _reply(
-    results: list[dict[str, Any]],
-    warnings: list[str],
-    *,
-    truncated: bool,
-    note: str | None = None,
-) -> dict[str, Any]:
-    reply: dict[str, Any] = {"status": "ok", "count": len(results), "results": results}
-    if truncated:
-        reply["truncated"] = True
-        note = (
-            f"More memories matched, but the reply stopped before {MAX_REPLY_CHARS:,} "
-            "characters. Ask again with a narrower query, a lower limit or explicit ids."
-        )
-    if note:
-        reply["note"] = note
-    if warnings:
-        reply["warnings"] = warnings
-    return reply

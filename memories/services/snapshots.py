@@ -26,12 +26,13 @@ from django.db import transaction
 
 from memories.bulkwrite import WRITE_BATCH, update_rows
 from memories.errors import InvalidInput
-from memories.indexing import refresh_hashes, unindex, vectors_for
+from memories.indexing import refresh_hashes, unindex
 from memories.models import ChangeSource, Closing, Memory, Snapshot, User
+from memories.quoting import shown
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.exporting import memory_value
+from memories.services.unit_of_work import embed_ahead
 from memories.timeutil import parse_timestamp
-from memories.validation import shown
 from memories.vocabulary import DERIVED_FIELDS, RECORD_FIELDS, last_touch_of
 
 # A snapshot value holds a memory's every field, all written back by a restore (the id
@@ -96,7 +97,7 @@ def restore_snapshot(
     snapshot = _find_snapshot(snapshot_id, owner)
     owner_id = snapshot.owner_id
     whole_store, memories, closings = _parse_records(snapshot)
-    ahead = vectors_for(memories)  # before the write transaction
+    ahead = embed_ahead(memories)  # before the write transaction
     with transaction.atomic():
         safety = take_snapshot(owner_id=owner_id, reason="before-restore", now=now)
         ids = [m.pk for m in memories]

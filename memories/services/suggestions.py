@@ -1,6 +1,6 @@
 """Suggested promotions, demotions and archiving, read from the recall history already
-stored. Never applied by themselves: taproot_status and the dashboard list them, a person
-applies one (through the same services as taproot_promote and taproot_forget) or
+stored. Never applied by themselves: the status tool and the dashboard list them, a person
+applies one (through the same services as the tools' promote and archive) or
 dismisses it for good."""
 
 import uuid
@@ -11,12 +11,17 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Window
 
-from memories.errors import InvalidInput
-from memories.models import ChangeSource, DismissedSuggestion, Memory, MemoryQuerySet, User
+from memories.models import (
+    ChangeSource,
+    DismissedSuggestion,
+    Memory,
+    MemoryQuerySet,
+    SuggestionKind,
+    User,
+)
 from memories.services._common import get_memory, now_or
 from memories.services.curation import archive, promote
 from memories.shortids import short_ids
-from memories.validation import shown
 from memories.vocabulary import (
     ARCHIVE,
     ARCHIVE_IDLE_DAYS,
@@ -42,7 +47,7 @@ REASONS = {
         "archiving hides it and keeps it"
     ),
 }
-# taproot_status names this many memories of each kind (and counts them all).
+# The status tool names this many memories of each kind (and counts them all).
 STATUS_SAMPLE = 5
 ARCHIVE_REASON = f"Suggested: low salience, never recalled, idle for {ARCHIVE_IDLE_DAYS} days."
 
@@ -110,39 +115,32 @@ def suggestions(
     ]
 
 
-def _kind(value: Any) -> str:
-    if value not in SUGGESTION_KINDS:
-        raise InvalidInput(
-            f"kind must be one of {', '.join(SUGGESTION_KINDS)} (got {shown(value)})."
-        )
-    return str(value)
-
-
 def apply_suggestion(
     *,
     owner: User,
-    memory_id: Any,
-    kind: Any,
+    memory_id: uuid.UUID,
+    kind: SuggestionKind,
     source: ChangeSource = ChangeSource.DASHBOARD,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> Memory:
     """Do what a suggestion says, through the service a tool would use for it."""
-    kind = _kind(kind)
-    if kind == PROMOTE:
+    if kind == SuggestionKind.PROMOTE:
         return promote(owner=owner, memory_id=memory_id, core=True, source=source, now=now)
-    if kind == DEMOTE:
+    if kind == SuggestionKind.DEMOTE:
         return promote(owner=owner, memory_id=memory_id, core=False, source=source, now=now)
-    return archive(owner=owner, memory_id=memory_id, reason=ARCHIVE_REASON, source=source, now=now)
+    return archive(
+        owner=owner, memory_id=memory_id, reason=ARCHIVE_REASON, source=source, now=now
+    ).memory
 
 
 def dismiss_suggestion(
-    *, owner: User, memory_id: Any, kind: Any, now: datetime | None = None
-) -> dict[str, Any]:
-    """Turn a suggestion down: the rule will not pick this memory for it again."""
-    kind = _kind(kind)
+    *, owner: User, memory_id: uuid.UUID, kind: SuggestionKind, now: datetime | None = None
+) -> bool:
+    """Turn a suggestion down: the rule will not pick this memory for it again. Whether it
+    was not dismissed already."""
     with transaction.atomic():
         memory = get_memory(owner, memory_id)
         _, created = DismissedSuggestion.objects.get_or_create(
             memory=memory, kind=kind, defaults={"owner": owner, "dismissed_at": now_or(now)}
         )
-    return {"status": "ok", "memory_id": str(memory.pk), "kind": kind, "changed": created}
+    return created

@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from memories import services
+from mcp_bridge import handlers
 from memories.models import Closing, Memory, MemoryTag, Revision, Snapshot
 from memories.services import migrate
 from tests.conftest import NOW
@@ -172,7 +172,7 @@ def test_bulk_archive_goes_through_the_service(admin_client, make_memory, theirs
         revision = Revision.objects.get(memory=memory)
         assert (revision.source, revision.owner_id) == ("admin", memory.owner_id)
     assert MemoryTag.objects.filter(memory=mine, key="kept").exists()
-    assert services.recall(owner=mine.owner, tags=["kept"], now=NOW)["count"] == 0
+    assert handlers.recall(owner=mine.owner, tags=["kept"], now=NOW)["count"] == 0
 
 
 def test_bulk_unarchive(admin_client, make_memory, user, other_user):
@@ -184,7 +184,7 @@ def test_bulk_unarchive(admin_client, make_memory, user, other_user):
     run_action(admin_client, "unarchive_memories", archived)
 
     assert not Memory.objects.archived().exists()
-    found = services.recall(owner=user, tags=["back"], now=NOW)
+    found = handlers.recall(owner=user, tags=["back"], now=NOW)
     assert [r["id"] for r in found["results"]] == [str(archived[0].pk)]
     assert set(Revision.objects.values_list("source", "action")) == {("admin", "unarchive")}
 
@@ -244,9 +244,9 @@ def test_a_gist_edit_keeps_a_revision_and_recall_finds_the_new_words(
     assert fresh.updated_at == NOW
     revision = Revision.objects.get(memory=memory)
     assert (revision.source, revision.before["gist"]) == ("admin", "Old words here")
-    found = services.recall(owner=user, query="lighthouse", now=NOW)
+    found = handlers.recall(owner=user, query="lighthouse", now=NOW)
     assert [r["id"] for r in found["results"]] == [str(memory.pk)]
-    assert services.recall(owner=user, query="old", now=NOW)["count"] == 0
+    assert handlers.recall(owner=user, query="old", now=NOW)["count"] == 0
 
 
 def test_salience_and_core_edits_in_the_form_go_through_the_service(admin_client, make_memory):

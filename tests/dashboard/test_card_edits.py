@@ -308,7 +308,8 @@ def test_a_memory_deleted_elsewhere_meanwhile_is_a_404_or_gone_not_an_error(
     else:
         assert response.status_code == 302  # back to the list, saying why
         page = logged_in.get(response["Location"])
-        assert f"No memory with id {memory.pk}" in page.text
+        assert "This memory no longer exists" in page.text
+        assert str(memory.pk) not in page.text  # a person is shown no whole ids
     assert not Memory.objects.filter(pk=memory.pk).exists()
 
 

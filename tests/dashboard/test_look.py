@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from mcp_bridge.handlers import remember
 from memories.models import ChangeSource
-from memories.services import archive, close, remember
+from memories.services import archive, close
 from memories.vocabulary import CATEGORY_ORDER
 from tests.dashboard.conftest import htmx
 from tests.page_text import page_text

@@ -135,7 +135,10 @@ def test_a_refusal_is_said_in_the_panel_and_changes_nothing(logged_in, make_memo
     response = logged_in.post(apply_url(gone, "promote"), **htmx())
 
     assert response.status_code == 422
-    assert "is archived and cannot be promoted" in panel(response.text)
+    said = panel(response.text)
+    assert "This memory is archived, so it cannot be promoted. Unarchive it first." in said
+    # Said for a person: no tool names, no whole ids.
+    assert "taproot_" not in said and str(gone.pk) not in said
     assert stored(gone).core is False
 
 

@@ -3,9 +3,10 @@ from datetime import timedelta
 
 import pytest
 
+from mcp_bridge.handlers import close
 from memories.errors import InvalidInput
 from memories.models import Closing
-from memories.services import close, reflect
+from memories.services import reflect
 from tests.conftest import NOW
 from tests.store import unchanged
 

@@ -6,8 +6,8 @@ import time
 import pytest
 from django.db import connection
 
+from mcp_bridge.handlers import promote, recall, remember
 from memories.models import Memory
-from memories.services import promote, recall, remember
 from tests.conftest import NOW, is_postgres
 
 WORKERS = 12

@@ -3,9 +3,10 @@ from datetime import timedelta
 
 import pytest
 
+from mcp_bridge.handlers import forget, recall
 from memories.errors import InvalidInput
 from memories.models import ChangeSource, Memory, Revision
-from memories.services import forget, recall, reflect, status
+from memories.services import reflect, status
 from tests.conftest import NOW
 from tests.store import stored_columns, unchanged
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from mcp_bridge.handlers import archive, recall, unarchive
 from memories.models import Memory
 from memories.ranking import (
     DEFAULT_ACTIVATION,
@@ -15,7 +16,6 @@ from memories.ranking import (
     activation,
     history,
 )
-from memories.services import archive, recall, unarchive
 from tests.conftest import NOW
 from tests.memories.conftest import embedded_cosine
 

@@ -5,9 +5,9 @@ import uuid
 
 import pytest
 
+from mcp_bridge.handlers import forget, promote, recall, remember
 from memories.errors import InvalidInput
 from memories.models import Memory
-from memories.services import forget, promote, recall, remember
 from tests.conftest import NOW
 from tests.store import unchanged
 

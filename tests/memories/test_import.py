@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from memories import services
+from mcp_bridge import handlers
 from memories.errors import InvalidInput
 from memories.models import Closing, Memory, Revision, Snapshot
 from memories.services import import_store
@@ -152,8 +152,8 @@ def test_normalised_records_keep_what_the_file_held_in_a_revision(imported):
 
 
 def test_imported_memories_are_found_by_recall(imported, user):
-    by_tag = services.recall(owner=user, tags=["infra"], now=NOW)  # archived: absent
-    by_keyword = services.recall(owner=user, query="pushback", now=NOW)
+    by_tag = handlers.recall(owner=user, tags=["infra"], now=NOW)  # archived: absent
+    by_keyword = handlers.recall(owner=user, query="pushback", now=NOW)
 
     assert by_tag["results"] == []
     assert [r["id"] for r in by_keyword["results"]] == [str(A)]

@@ -1,7 +1,9 @@
+import uuid
 from datetime import timedelta
 
 import pytest
 
+from mcp_bridge.handlers import archive, compress, promote, recall, remember, unarchive
 from memories.conf import embedder, ranking_profile
 from memories.indexing import normalised_hash, query_keys, string_items, tag_key
 from memories.models import (
@@ -18,19 +20,13 @@ from memories.models import (
 from memories.ranking import index_key
 from memories.semantic import memory_text, stored
 from memories.services import (
-    archive,
-    compress,
     delete,
     edit_gist,
     import_store,
     migrate,
-    promote,
-    recall,
-    remember,
     restore_revision,
     restore_snapshot,
     set_curation,
-    unarchive,
 )
 from memories.timeutil import micros
 from tests.conftest import NOW
@@ -145,7 +141,9 @@ def test_remember_update_reindexes_tag_rows(user):
 
 def test_edit_gist_reindexes(user):
     memory_id = created(user, gist="Kayak trip")
-    edit_gist(owner=user, memory_id=memory_id, gist="Canoe trip", source=ChangeSource.DASHBOARD)
+    edit_gist(
+        owner=user, memory_id=uuid.UUID(memory_id), gist="Canoe trip", source=ChangeSource.DASHBOARD
+    )
     assert found(user, "kayak") == set()
     assert found(user, "canoe") == {memory_id}
 
@@ -181,7 +179,7 @@ def test_restore_revision_reindexes(user):
 
 def test_delete_removes_index_and_tag_rows(user):
     memory_id = created(user, tags=["kayak"], content="Kayak")
-    delete(owner=user, memory_id=memory_id)
+    delete(owner=user, memory_id=uuid.UUID(memory_id))
     assert not Memory.objects.filter(pk=memory_id).exists()
     assert not MemoryToken.objects.filter(entry__memory_id=memory_id).exists()
     assert not MemoryTag.objects.filter(memory_id=memory_id).exists()
@@ -313,12 +311,14 @@ def test_every_write_path_keeps_the_index_hashes_and_last_touch_fresh(user, make
     step("promote", lambda: promote(owner=user, memory_id=b, salience="high", now=LATER))
     step(
         "set_curation",
-        lambda: set_curation(owner=user, memory_id=b, core=True, source=ChangeSource.DASHBOARD),
+        lambda: set_curation(
+            owner=user, memory_id=uuid.UUID(b), core=True, source=ChangeSource.DASHBOARD
+        ),
     )
     step(
         "edit_gist",
         lambda: edit_gist(
-            owner=user, memory_id=b, gist="Bicycle sold", source=ChangeSource.DASHBOARD
+            owner=user, memory_id=uuid.UUID(b), gist="Bicycle sold", source=ChangeSource.DASHBOARD
         ),
     )
     step("archive", lambda: archive(owner=user, memory_id=b, reason="done"))
@@ -359,5 +359,8 @@ def test_every_write_path_keeps_the_index_hashes_and_last_touch_fresh(user, make
     snapshot = Snapshot.objects.filter(owner=user, reason="before-migrate").get()
     step("restore_snapshot", lambda: restore_snapshot(snapshot_id=snapshot.pk, now=LATER))
     assert Memory.objects.get(pk=drifted.pk).tags == '["Anchor", 3]'
-    step("delete", lambda: delete(owner=user, memory_id=b))
-    step("delete a live one", lambda: delete(owner=user, memory_id=compressed["memory_id"]))
+    step("delete", lambda: delete(owner=user, memory_id=uuid.UUID(b)))
+    step(
+        "delete a live one",
+        lambda: delete(owner=user, memory_id=uuid.UUID(compressed["memory_id"])),
+    )

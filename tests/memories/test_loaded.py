@@ -6,24 +6,15 @@ from datetime import timedelta
 import pytest
 from django.test import override_settings
 
+from mcp_bridge.handlers import REFLECT_HINTS, close, recall, reflect_hint, remember
 from memories.models import ReflectCall
-from memories.services import (
-    close,
-    recall,
-    record_reflect,
-    reflect,
-    reflect_hint,
-    reflect_history,
-    remember,
-    status,
-)
-from memories.services.loaded import (
-    CLOSED_SINCE_HINT,
-    NEVER_LOADED_HINT,
-    RECENT_REFLECT_DAYS,
-    STALE_HINT,
-)
+from memories.services import ReflectDue, record_reflect, reflect, reflect_history, status
+from memories.services.loaded import RECENT_REFLECT_DAYS
 from tests.conftest import NOW
+
+NEVER_LOADED_HINT = REFLECT_HINTS[ReflectDue.NEVER_LOADED]
+CLOSED_SINCE_HINT = REFLECT_HINTS[ReflectDue.CLOSED_SINCE]
+STALE_HINT = REFLECT_HINTS[ReflectDue.STALE]
 
 pytestmark = pytest.mark.django_db
 

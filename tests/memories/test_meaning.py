@@ -11,21 +11,13 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from mcp_bridge.handlers import compress, recall, remember
 from memories.conf import activation_config, embedder
 from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.ranking import MEANING_FLOOR, activation, relevance_value
 from memories.scoring import statistics
 from memories.semantic import VectorCache
-from memories.services import (
-    compress,
-    edit_gist,
-    import_store,
-    migrate,
-    recall,
-    remember,
-    restore_revision,
-    restore_snapshot,
-)
+from memories.services import edit_gist, import_store, migrate, restore_revision, restore_snapshot
 from tests.conftest import NOW
 from tests.memories.conftest import embedded_cosine
 
@@ -216,7 +208,10 @@ def test_every_write_path_embeds_before_its_write_transaction(user, embeddings_i
     other = remember(owner=user, category="episodic", content="Canoe trip", gist="Canoe")
     remember(owner=user, update_id=created["memory_id"], content="Kayak trip to the fjords")
     edit_gist(
-        owner=user, memory_id=created["memory_id"], gist="Fjords", source=ChangeSource.DASHBOARD
+        owner=user,
+        memory_id=uuid.UUID(created["memory_id"]),
+        gist="Fjords",
+        source=ChangeSource.DASHBOARD,
     )
     compress(
         owner=user,

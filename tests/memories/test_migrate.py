@@ -4,6 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from mcp_bridge import handlers
 from memories import services
 from memories.models import Memory, MemoryTag, Revision, Snapshot
 from memories.services.normalise import (
@@ -319,9 +320,9 @@ def test_recall_reads_the_normalised_fields(make_memory, user):
         "kitchen",
         "family",
     }
-    by_tag = services.recall(owner=user, tags=["family"], now=LATER)
+    by_tag = handlers.recall(owner=user, tags=["family"], now=LATER)
     assert [r["id"] for r in by_tag["results"]] == [str(memory.pk)]
-    by_gist = services.recall(owner=user, query="grandmother", now=LATER)
+    by_gist = handlers.recall(owner=user, query="grandmother", now=LATER)
     assert [r["id"] for r in by_gist["results"]] == [str(memory.pk)]
 
 

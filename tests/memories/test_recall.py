@@ -10,10 +10,11 @@ from django.db.models import Model
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
+from mcp_bridge.handlers import recall
 from memories.errors import InvalidInput
 from memories.jsonutil import dumps
 from memories.models import Memory, MemoryTag, Revision
-from memories.services import recall, record_reflect
+from memories.services import record_reflect
 from tests.conftest import NOW, SPEC_RECORD_KEYS
 from tests.memories.conftest import forget_sqlite_statistics
 from tests.store import unchanged
@@ -23,6 +24,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seed_profile")]
 
 # The package re-exports the function under the module's name.
 recall_module = importlib.import_module("memories.services.recall")
+handlers_module = importlib.import_module("mcp_bridge.handlers")
 
 LATER = NOW + timedelta(hours=2)
 
@@ -351,7 +353,7 @@ def test_reply_stops_before_100000_characters_and_says_so(user, make_memory):
 
 
 def test_the_truncation_note_names_the_reply_limit_in_force(user, make_memory, monkeypatch):
-    monkeypatch.setattr(recall_module, "MAX_REPLY_CHARS", 30_000)
+    monkeypatch.setattr(handlers_module, "MAX_REPLY_CHARS", 30_000)
     for i in range(3):
         make_memory(content=f"{i} " + "w" * 19_990, gist=f"Big {i}", salience="high")
     reply = recall(owner=user, limit=3, now=LATER)

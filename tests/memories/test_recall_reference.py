@@ -16,9 +16,9 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcp_bridge.handlers import recall
 from memories.models import Memory
 from memories.ranking import tokenize
-from memories.services import recall
 from tests.conftest import NOW
 
 # Written for the seed relevance profile (SPEC §3); the taproot profile has its own.

@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from mcp_bridge.handlers import archive, recall, remember
 from memories.indexing import index_mismatch
 from memories.models import Memory, MemoryTag, MemoryToken, MemoryVector, RecallEntry, RecallIndex
-from memories.services import archive, recall, remember
 from taproot_site.asgi import build_application
 from tests.conftest import NOW
 from tests.store import unchanged

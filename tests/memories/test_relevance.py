@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from mcp_bridge.handlers import archive, recall, unarchive
 from memories.models import Memory
 from memories.ranking import (
     TAPROOT,
@@ -18,7 +19,6 @@ from memories.ranking import (
     taproot_tokenize,
 )
 from memories.scoring import statistics
-from memories.services import archive, recall, unarchive
 from tests.conftest import NOW
 
 LATER = NOW + timedelta(hours=1)

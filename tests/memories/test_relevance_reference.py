@@ -11,34 +11,36 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcp_bridge.handlers import (
+    archive,
+    compress,
+    promote,
+    recall,
+    recall_filters,
+    remember,
+    unarchive,
+)
 from memories.conf import activation_config, embedder, ranking_profile
 from memories.indexing import tag_key
 from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.ranking import MemoryValues, parse_query, reference_rank
 from memories.scoring import statistics
 from memories.services import (
-    archive,
-    compress,
     delete,
     edit_gist,
     import_store,
     migrate,
-    parse_filters,
-    promote,
     rank_memories,
-    recall,
-    remember,
     restore_revision,
     restore_snapshot,
     set_curation,
-    unarchive,
 )
 from tests.conftest import NOW
 from tests.memories.conftest import embedded_cosine
+from tests.store import rolled_back
 
 pytestmark = pytest.mark.django_db
 
@@ -139,13 +141,16 @@ def apply(write: tuple, user, ids: list[str], moment) -> None:
         return  # deleted by an earlier write
     if kind == "curate":
         set_curation(
-            owner=user, memory_id=memory_id, salience=write[2], source=ChangeSource.DASHBOARD
+            owner=user,
+            memory_id=uuid.UUID(memory_id),
+            salience=write[2],
+            source=ChangeSource.DASHBOARD,
         )
         return
     if kind == "edit gist":
         edit_gist(
             owner=user,
-            memory_id=memory_id,
+            memory_id=uuid.UUID(memory_id),
             gist=write[2] or "edited",
             source=ChangeSource.DASHBOARD,
         )
@@ -174,7 +179,7 @@ def apply(write: tuple, user, ids: list[str], moment) -> None:
     elif kind == "unarchive":
         unarchive(owner=user, memory_id=memory_id, now=moment)
     elif kind == "delete":
-        delete(owner=user, memory_id=memory_id)
+        delete(owner=user, memory_id=uuid.UUID(memory_id))
     elif kind == "promote" and not Memory.objects.get(pk=memory_id).is_archived:
         promote(owner=user, memory_id=memory_id, salience=write[2], now=moment)
     elif kind == "update" and not (memory := Memory.objects.get(pk=memory_id)).is_archived:
@@ -233,7 +238,7 @@ def test_database_ranking_equals_the_reference(
     user, other_user, make_memory, profile, store, history, query, filter_spec, limit
 ):
     now = NOW + timedelta(days=3)
-    with transaction.atomic():
+    with rolled_back():
         make_memory(owner=other_user, gist=" ".join(WORDS), content="another user's")
         ids = [
             str(
@@ -288,7 +293,7 @@ def test_database_ranking_equals_the_reference(
             limit=limit,
             cosine=cosine_with(query),
         )
-        filters = parse_filters(
+        filters, _ = recall_filters(
             query=query,
             category=filter_spec["category"],
             tags=filter_spec["tags"],
@@ -299,7 +304,6 @@ def test_database_ranking_equals_the_reference(
         got = rank_memories(user, filters, now=now).ranked
         keys = list(parse_query(query, ranking_profile()).tokens)
         stats = statistics(user.pk, keys) if keys else None
-        transaction.set_rollback(True)
 
     assert [(r.candidate.id, r.score) for r in got] == [
         (r.candidate.id, r.score) for r in expected[:limit]
@@ -348,5 +352,5 @@ def test_a_query_many_memories_match_blends_exactly_as_the_reference(user, make_
         limit=limit,
         cosine=cosine_with(query),
     )
-    got = rank_memories(user, parse_filters(query=query, limit=limit), now=now).ranked
+    got = rank_memories(user, recall_filters(query=query, limit=limit)[0], now=now).ranked
     assert [(r.candidate.id, r.score) for r in got] == [(r.candidate.id, r.score) for r in expected]

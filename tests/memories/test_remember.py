@@ -4,9 +4,10 @@ from datetime import timedelta
 
 import pytest
 
+from mcp_bridge.handlers import remember
 from memories.errors import InvalidInput
 from memories.models import ChangeSource, Memory, Revision
-from memories.services import record_reflect, remember
+from memories.services import record_reflect
 from memories.vocabulary import TRACKED_FIELDS
 from tests.conftest import NOW
 from tests.store import stored_columns, unchanged

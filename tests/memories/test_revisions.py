@@ -2,19 +2,11 @@ from datetime import timedelta
 
 import pytest
 
-from memories.errors import InvalidInput
+from mcp_bridge.handlers import archive, compress, promote, recall, remember, unarchive
+from memories import services
+from memories.errors import UnknownRevision
 from memories.models import ChangeSource, Memory, Revision
-from memories.services import (
-    archive,
-    compress,
-    edit_gist,
-    promote,
-    recall,
-    remember,
-    restore_revision,
-    set_curation,
-    unarchive,
-)
+from memories.services import edit_gist, restore_revision, set_curation
 from memories.vocabulary import TRACKED_FIELDS
 from tests.conftest import NOW
 from tests.store import unchanged
@@ -108,7 +100,7 @@ def test_each_tracked_change_keeps_one_revision_with_source_and_values(
 
 def test_unarchive_keeps_a_revision(user, make_memory):
     memory = make_memory(archived_at=NOW, archive_reason="old")
-    unarchive(owner=user, memory_id=memory.pk, source=ChangeSource.DASHBOARD, now=T1)
+    services.unarchive(owner=user, memory_id=memory.pk, source=ChangeSource.DASHBOARD, now=T1)
     (revision,) = revisions_of(memory)
     assert revision.source == ChangeSource.DASHBOARD
     assert revision.before["archive_reason"] == "old"
@@ -171,7 +163,8 @@ def test_restore_puts_back_every_tracked_field_including_archive_state(user, mak
     )
     memory.refresh_from_db()
     assert memory.tracked_state() == original
-    assert restored["memory_id"] == str(memory.pk)
+    assert restored.memory.pk == memory.pk
+    assert restored.memory.tracked_state() == original
     assert memory.archived_at is None
     # updated_at stays where the last update put it.
     assert memory.updated_at == T1
@@ -209,7 +202,7 @@ def test_restore_to_the_current_state_keeps_no_extra_revision(user, make_memory)
 @pytest.mark.parametrize("revision_id", [987654, "abc", None, "12x", "²", "9" * 5000, 10**30, True])
 def test_restore_of_an_unknown_revision_is_refused(user, make_memory, revision_id):
     make_memory()
-    with unchanged(), pytest.raises(InvalidInput):
+    with unchanged(), pytest.raises(UnknownRevision):
         restore_revision(owner=user, revision_id=revision_id, source=ChangeSource.DASHBOARD)
 
 
@@ -217,7 +210,7 @@ def test_restore_refuses_a_use_other_than_before_or_after(user, make_memory):
     memory = make_memory()
     promote(owner=user, memory_id=memory.pk, core=True, now=T1)
     (revision,) = revisions_of(memory)
-    with unchanged(), pytest.raises(InvalidInput):
+    with unchanged(), pytest.raises(ValueError, match="before"):
         restore_revision(
             owner=user, revision_id=revision.pk, source=ChangeSource.DASHBOARD, use="during"
         )
@@ -227,7 +220,7 @@ def test_restore_of_another_users_revision_is_refused(user, other_user, make_mem
     theirs = make_memory(owner=other_user, salience="low")
     promote(owner=other_user, memory_id=theirs.pk, salience="high", now=T1)
     (revision,) = revisions_of(theirs)
-    with unchanged(), pytest.raises(InvalidInput):
+    with unchanged(), pytest.raises(UnknownRevision):
         restore_revision(owner=user, revision_id=revision.pk, source=ChangeSource.DASHBOARD)
     assert Memory.objects.get(pk=theirs.pk).salience == "high"
 
@@ -247,7 +240,7 @@ def test_restore_of_a_revision_taken_before_migrate_keeps_drifted_values_as_reco
         before=before,
         after=memory.tracked_state(),
     )
-    restore_revision(owner=user, revision_id=str(revision.pk), source=ChangeSource.DASHBOARD)
+    restore_revision(owner=user, revision_id=revision.pk, source=ChangeSource.DASHBOARD)
     memory.refresh_from_db()
     assert (memory.tags, memory.salience) == ("calendar", "3")
     assert recall(owner=user, tags=["calendar"], now=T1)["count"] == 1

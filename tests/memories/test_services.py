@@ -2,14 +2,13 @@
 And the layering around it: no app imports the project package, taproot_site."""
 
 import ast
-import json
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from memories import services
-from memories.models import ChangeSource, Revision
+from memories.models import ChangeSource, Memory, Revision, Salience, SuggestionKind
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db
@@ -80,38 +79,70 @@ def test_no_app_imports_the_project_package():
     assert upward == []
 
 
+def test_the_core_imports_no_interface():
+    # memories is the domain: the tools, the dashboard and OAuth build on it, never the
+    # other way round, so nothing in it can speak an interface's language.
+    upward = [
+        f"{path.relative_to(settings.BASE_DIR)}: {module}"
+        for path in _sources("memories")
+        for module in _imported_modules(path)
+        if module.split(".")[0] in ("mcp_bridge", "dashboard", "oauth")
+    ]
+    assert _sources("memories")
+    assert upward == []
+
+
+def test_no_string_in_the_services_names_a_tool():
+    # A service says what happened as data; the tools name themselves in their own words.
+    named = [
+        f"{path.relative_to(settings.BASE_DIR)}: {node.value[:60]!r}"
+        for path in _sources("memories/services")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and "taproot_" in node.value
+    ]
+    assert named == []
+
+
 def _restore_an_edit(user, memory):
     services.edit_gist(owner=user, memory_id=memory.pk, gist="By hand", source=ChangeSource.TOOL)
     revision = Revision.objects.get(memory=memory)
-    return services.restore_revision(owner=user, revision_id=revision.pk, source=ChangeSource.TOOL)
+    restored = services.restore_revision(
+        owner=user, revision_id=revision.pk, source=ChangeSource.TOOL
+    )
+    assert restored.revision == revision
+    return restored.memory
 
 
 # The writes the dashboard and the admin make that no tool makes.
 WRITES = {
     "set_curation": lambda user, memory: services.set_curation(
-        owner=user, memory_id=memory.pk, salience="low", source=ChangeSource.DASHBOARD
+        owner=user, memory_id=memory.pk, salience=Salience.LOW, source=ChangeSource.DASHBOARD
     ),
     "edit_gist": lambda user, memory: services.edit_gist(
         owner=user, memory_id=memory.pk, gist="By hand", source=ChangeSource.DASHBOARD
     ),
     "restore_revision": _restore_an_edit,
-    "dismiss_suggestion": lambda user, memory: services.dismiss_suggestion(
-        owner=user, memory_id=memory.pk, kind="demote"
-    ),
 }
 
 
 @pytest.mark.parametrize("write", list(WRITES))
-def test_the_writes_only_people_make_reply_as_the_tools_do(user, make_memory, write):
+def test_the_writes_only_people_make_return_the_memory_as_saved(user, make_memory, write):
     memory = make_memory(salience="high", core=True)
-    reply = WRITES[write](user, memory)
-    assert reply["status"] == "ok"
-    assert reply["memory_id"] == str(memory.pk)
-    assert json.loads(json.dumps(reply)) == reply  # JSON-ready
+    returned = WRITES[write](user, memory)
+    assert isinstance(returned, Memory)
+    saved = Memory.objects.get(pk=memory.pk)
+    assert returned.as_record() == saved.as_record()
+    assert (returned.gist_hash, returned.last_touched_at) == (
+        saved.gist_hash,
+        saved.last_touched_at,
+    )
 
 
 def test_a_dismissal_says_whether_it_changed_anything(user, make_memory):
     memory = make_memory(core=True)
-    first = services.dismiss_suggestion(owner=user, memory_id=memory.pk, kind="demote", now=NOW)
-    again = services.dismiss_suggestion(owner=user, memory_id=memory.pk, kind="demote", now=NOW)
-    assert (first["changed"], again["changed"]) == (True, False)
+    kind = SuggestionKind.DEMOTE
+    first = services.dismiss_suggestion(owner=user, memory_id=memory.pk, kind=kind, now=NOW)
+    again = services.dismiss_suggestion(owner=user, memory_id=memory.pk, kind=kind, now=NOW)
+    assert (first, again) == (True, False)

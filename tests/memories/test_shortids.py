@@ -5,9 +5,10 @@ import uuid
 
 import pytest
 
+from mcp_bridge.coercion import parse_memory_ref
+from mcp_bridge.handlers import resolve_memory_id
 from memories.errors import InvalidInput
-from memories.shortids import resolve_memory_id, resolve_prefixes, short_ids, shown_prefix
-from memories.validation import parse_memory_ref
+from memories.shortids import resolve_prefixes, short_ids, shown_prefix
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from mcp_bridge import handlers
 from memories import services
 from memories.errors import InvalidInput
 from memories.models import Closing, Memory, MemoryTag, MemoryToken, Revision, Snapshot
@@ -102,7 +103,7 @@ def test_a_memory_deleted_since_the_snapshot_is_recreated(user, make_memory):
 
     assert reply["recreated"] == 1
     assert stored_columns(memory) == as_it_was
-    assert services.recall(owner=user, tags=["keep"], now=LATER)["count"] == 1
+    assert handlers.recall(owner=user, tags=["keep"], now=LATER)["count"] == 1
 
 
 def test_restoring_the_before_import_snapshot_undoes_the_import(user, make_memory):

@@ -5,11 +5,8 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
-from memories import services
-from memories.errors import InvalidInput
-from memories.models import ChangeSource
-from memories.services import import_store, restore_snapshot
-from memories.validation import (
+from mcp_bridge import handlers
+from mcp_bridge.coercion import (
     check_length,
     coerce_bool,
     coerce_category,
@@ -23,6 +20,8 @@ from memories.validation import (
     require_text,
     shown,
 )
+from memories.errors import InvalidInput
+from memories.services import import_store, restore_snapshot
 from tests.store import unchanged
 
 
@@ -110,12 +109,6 @@ def test_shown_copes_with_values_python_cannot_repr():
     assert shown(nested) == "[[[[...]]]]"
 
 
-def _revision(value: Any) -> Any:
-    from memories.services import restore_revision
-
-    return restore_revision(owner=_user(), revision_id=value, source=ChangeSource.TOOL)
-
-
 def _user() -> Any:
     return get_user_model().objects.get_or_create(username="echo")[0]
 
@@ -134,14 +127,13 @@ def _user() -> Any:
         pytest.param(lambda: coerce_string_list([[HUGE]], field="tags"), id="nested tag"),
         pytest.param(lambda: coerce_string_list({"a": HUGE}, field="tags"), id="tags object"),
         pytest.param(lambda: optional_text([HUGE], field="provenance"), id="provenance"),
-        pytest.param(lambda: services.recall(owner=_user(), query=[HUGE]), id="recall query"),
-        pytest.param(lambda: services.forget(owner=_user(), action=HUGE), id="forget action"),
+        pytest.param(lambda: handlers.recall(owner=_user(), query=[HUGE]), id="recall query"),
+        pytest.param(lambda: handlers.forget(owner=_user(), action=HUGE), id="forget action"),
         pytest.param(
-            lambda: services.promote(owner=_user(), memory_id=HUGE, core=True),
+            lambda: handlers.promote(owner=_user(), memory_id=HUGE, core=True),
             id="promote memory_id",
         ),
         pytest.param(lambda: restore_snapshot(owner=_user(), snapshot_id=HUGE), id="snapshot id"),
-        pytest.param(lambda: _revision(HUGE), id="revision id"),
         pytest.param(
             lambda: import_store(owner=_user(), data=[{"id": HUGE, "content": "x"}]),
             id="import record id",
@@ -224,15 +216,15 @@ def _calls(memory_id: str, other_id: str) -> list[tuple[Any, dict[str, Any], lis
     ]
     compress = {"action": "compress", "ids": [memory_id, other_id], "content": "c", "gist": "g"}
     return [
-        (services.remember, {"category": "episodic", "content": "c", "gist": "g"}, remember_args),
-        (services.remember, {"update_id": memory_id, "salience": "low"}, remember_args),
-        (services.recall, {}, ["query", "category", "ids", "tags", "since", "limit"]),
-        (services.promote, {"memory_id": memory_id, "core": True}, ["memory_id", "core"]),
-        (services.promote, {"memory_id": memory_id, "salience": "low"}, ["salience"]),
-        (services.forget, {"action": "archive", "memory_id": memory_id}, ["action", "reason"]),
-        (services.forget, compress, ["ids", "content", "gist", "category"]),
+        (handlers.remember, {"category": "episodic", "content": "c", "gist": "g"}, remember_args),
+        (handlers.remember, {"update_id": memory_id, "salience": "low"}, remember_args),
+        (handlers.recall, {}, ["query", "category", "ids", "tags", "since", "limit"]),
+        (handlers.promote, {"memory_id": memory_id, "core": True}, ["memory_id", "core"]),
+        (handlers.promote, {"memory_id": memory_id, "salience": "low"}, ["salience"]),
+        (handlers.forget, {"action": "archive", "memory_id": memory_id}, ["action", "reason"]),
+        (handlers.forget, compress, ["ids", "content", "gist", "category"]),
         (
-            services.close,
+            handlers.close,
             {"reflection": "r"},
             ["reflection", "conversation_title", "conversation_url"],
         ),

@@ -4,7 +4,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from memories.validation import shown
+from memories.quoting import shown
 from oauth.resource import mcp_resource_url
 from oauth.tokens import issue_access_token
 

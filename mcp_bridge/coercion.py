@@ -1,19 +1,26 @@
-"""The rules for values coming in from any interface (SPEC §2, §4, §7).
+"""Tool arguments as models send them, turned into the values the services take (SPEC §2,
+§4): legacy names and numeric saliences translated (with a warning), "true" and "yes" read
+as true, lists sent as JSON text or a bare string read as lists, ids and their prefixes
+told apart.
 
 Pure functions: each takes what a caller sent and returns the clean value, or raises
-InvalidInput with a message that says what to send instead.
+InvalidInput with a message that says what to send instead. The limits themselves are the
+domain's (memories.limits); a value over one is refused here in the tools' words.
 """
 
-import json
-import math
-import reprlib
 import uuid
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memories.errors import InvalidInput
+from mcp_bridge.messages import say
+from memories import limits
+from memories.errors import DomainError, InvalidInput
+from memories.jsonutil import json_list
+from memories.limits import MAX_ITEM_LENGTH, MAX_LIST_ITEMS, MAX_REFERENCE
+from memories.quoting import shown
+from memories.refs import IdPrefix, MemoryRef
 from memories.timeutil import parse_timestamp
 from memories.vocabulary import (
     CATEGORY_VALUES,
@@ -24,85 +31,6 @@ from memories.vocabulary import (
     SHORT_ID_MIN,
     whole_number,
 )
-
-MAX_CONTENT = 20_000
-MAX_GIST = 300
-MAX_LIST_ITEMS = 50
-MAX_ITEM_LENGTH = 100
-MAX_LINKS = 50
-MAX_REFLECTION = 10_000
-MAX_TITLE = 200
-MAX_REASON = 1_000
-# Not limited by the spec; bounded so one call cannot store megabytes in a side field.
-MAX_REFERENCE = 2_000
-MAX_RECALL_IDS = 50
-# Not limited by the spec; a query is a handful of words, and a bound keeps the index
-# lookup (one parameter per distinct token) far inside every backend's limits.
-MAX_QUERY = 10_000
-MAX_RECALL_LIMIT = 50
-DEFAULT_RECALL_LIMIT = 5
-# How much of a sent value a message quotes back: enough to recognise it, never megabytes.
-ECHO_LIMIT = 80
-# For values that are not text: a few entries of a few levels, never the repr of them all
-# (which could be megabytes long, or nested too deep to repr at all).
-_ECHO_ENTRIES = 5
-
-
-class _EchoRepr(reprlib.Repr):
-    """reprlib's short repr, with null, true and false as the caller wrote them in JSON.
-
-    reprlib finds these methods by the name of the value's type.
-    """
-
-    def repr_NoneType(self, value: None, level: int) -> str:
-        return "null"
-
-    def repr_bool(self, value: bool, level: int) -> str:
-        return "true" if value else "false"
-
-    def repr_int(self, value: int, level: int) -> str:
-        if value.bit_length() > 256:
-            # Python refuses to turn an int of more than 4,300 digits into text at all.
-            digits = math.ceil(value.bit_length() * math.log10(2))
-            return f"a number of about {digits:,} digits"
-        return repr(value)
-
-
-_ECHO_REPR = _EchoRepr(
-    maxlevel=3,
-    maxtuple=_ECHO_ENTRIES,
-    maxlist=_ECHO_ENTRIES,
-    maxdict=_ECHO_ENTRIES,
-    maxset=_ECHO_ENTRIES,
-    maxfrozenset=_ECHO_ENTRIES,
-    maxstring=ECHO_LIMIT,
-    maxother=ECHO_LIMIT,
-)
-
-
-def shown(value: object) -> str:
-    """A value the caller sent, as a message quotes it: its repr, or when that is longer
-    than ECHO_LIMIT characters (or a list of more than a few entries), its start, an
-    ellipsis and the whole value's size.
-
-    Missing, null, true and false read as the caller knows them, not as Python's None,
-    True and False.
-    """
-    if value is None:
-        return "nothing"
-    if isinstance(value, str):
-        text = repr(value[: ECHO_LIMIT + 1])  # the start only: a value may be megabytes
-        if len(text) <= ECHO_LIMIT:
-            return text
-        return f"{text[:ECHO_LIMIT]}… ({len(value):,} characters)"
-    text = _ECHO_REPR.repr(value)
-    cut = len(text) > ECHO_LIMIT
-    if cut:
-        text = text[:ECHO_LIMIT] + "…"
-    if isinstance(value, Sized) and (cut or len(value) > _ECHO_ENTRIES):
-        count = len(value)
-        return f"{text} ({count:,} {'entry' if count == 1 else 'entries'})"
-    return text
 
 
 def _folded(value: Any) -> str | None:
@@ -191,34 +119,12 @@ def trimmed(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
-def unstorable(value: str) -> str | None:
-    """What in this text no database can store, said for a message; None when nothing.
-
-    PostgreSQL text cannot hold NUL, and no database takes a lone UTF-16 surrogate
-    (JSON allows the escape "\\ud800", but it is half a character).
-    """
-    if "\x00" in value:
-        return "the NUL character (\\u0000),"
-    if not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError as error:
-            return f"{value[error.start]!r}, half of a UTF-16 surrogate pair,"
-    return None
-
-
 def check_length(value: str, *, field: str, limit: int) -> str:
-    """Text that fits its limit and can be stored."""
-    if problem := unstorable(value):
-        raise InvalidInput(
-            f"{field} contains {problem} which cannot be stored. Remove it and send the text again."
-        )
-    if len(value) > limit:
-        raise InvalidInput(
-            f"{field} is {len(value):,} characters; the limit is {limit:,}. "
-            "Shorten it (nothing is truncated for you)."
-        )
-    return value
+    """Text that fits its limit and can be stored, refused in the tools' words."""
+    try:
+        return limits.check_length(value, field=field, limit=limit)
+    except DomainError as error:
+        raise InvalidInput(say(error)) from None
 
 
 def optional_text(value: Any, *, field: str, limit: int = MAX_REFERENCE) -> str | None:
@@ -230,17 +136,6 @@ def optional_text(value: Any, *, field: str, limit: int = MAX_REFERENCE) -> str 
     if not value.strip():
         return None
     return check_length(value.strip(), field=field, limit=limit)
-
-
-def json_list(text: str) -> list[Any] | None:
-    """The list a stripped text holds as a JSON array, or None when it holds none."""
-    if not text.startswith("["):
-        return None
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: arrays nested too deep
-        return None
-    return parsed if isinstance(parsed, list) else None
 
 
 def parse_list_argument(value: Any) -> list[Any]:
@@ -332,6 +227,14 @@ def coerce_memory_ref(value: Any, *, field: str = "memory_id") -> uuid.UUID | st
     return memory_ref
 
 
+def memory_ref(value: Any, *, field: str = "memory_id") -> MemoryRef:
+    """A memory id, or a prefix of one that keeps how it was sent (to quote it back)."""
+    ref = coerce_memory_ref(value, field=field)
+    if isinstance(ref, uuid.UUID):
+        return ref
+    return IdPrefix(ref, value if isinstance(value, str) else str(value))
+
+
 @dataclass(frozen=True)
 class IdList:
     """The entries of a list argument of memory ids, sorted by what they are."""
@@ -339,6 +242,11 @@ class IdList:
     ids: list[uuid.UUID]  # whole ids, distinct, in the order given
     prefixes: dict[str, Any]  # each distinct prefix (lowercase hex) → the entry as sent
     malformed: list[Any]  # neither
+
+    def refs(self) -> list[MemoryRef]:
+        """The ids and prefixes, as the services take them."""
+        prefixes = [IdPrefix(hex, str(sent)) for hex, sent in self.prefixes.items()]
+        return [*self.ids, *prefixes]
 
 
 def split_id_list(value: Any, *, field: str, max_items: int) -> IdList:

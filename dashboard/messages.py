@@ -1,0 +1,40 @@
+"""The services' refusals as a person reads them in the dashboard: plain sentences about
+the memory in front of them, with no tool names and no ids (the card says which memory)."""
+
+from memories.errors import (
+    BlankText,
+    DomainError,
+    LimitExceeded,
+    MemoryArchived,
+    NothingToChange,
+    UnknownMemory,
+    UnknownRevision,
+    Unstorable,
+)
+
+_PAST = {"promote": "promoted", "update": "changed"}
+
+
+def say(error: DomainError) -> str:
+    match error:
+        case UnknownMemory():
+            return "This memory no longer exists: it was deleted, perhaps in another window."
+        case MemoryArchived(change=change):
+            return (
+                f"This memory is archived, so it cannot be {_PAST.get(change, change)}. "
+                "Unarchive it first."
+            )
+        case BlankText(field=field):
+            return f"The {field} cannot be empty."
+        case LimitExceeded(field=field, limit=limit, got=got):
+            return f"The {field} is {got:,} characters long; it can be at most {limit:,}."
+        case Unstorable(field=field, problem=problem):
+            return (
+                f"The {field} contains {problem.rstrip(',')}, which cannot be stored. "
+                "Remove it and save again."
+            )
+        case NothingToChange():
+            return "Nothing was changed: choose what to change first."
+        case UnknownRevision():
+            return "This revision no longer exists."
+    return "This change could not be made. Reload the page and try again."
