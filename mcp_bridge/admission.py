@@ -35,8 +35,8 @@ from django.db import DatabaseError
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from mcp_bridge import database
+from mcp_bridge.database import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
 from mcp_bridge.request_log import RequestRecord, current_record, logger
-from memories.busy import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
 
 # What Django's ASGIHandler asks for; the MCP SDK's app accepts the same.
 Scope = dict[str, Any]

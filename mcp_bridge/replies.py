@@ -14,8 +14,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 
 from mcp_bridge.auth import NotAuthenticated, token_user
-from mcp_bridge.database import run_sync
-from memories.busy import BUSY_MESSAGE, is_pool_timeout
+from mcp_bridge.database import BUSY_MESSAGE, is_pool_timeout, run_sync
 from memories.errors import InvalidInput
 from memories.jsonutil import dumps
 from memories.validation import shown
