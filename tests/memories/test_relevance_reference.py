@@ -1,7 +1,7 @@
-"""Recall through the database gives exactly what memories.ranking.reference_rank computes
-from scratch (SPEC §3, §3.1): ranking, scores and tie order, with archived memories,
-filters, random recall histories and every kind of write in the mix, on whichever backend
-runs the suite.
+"""Recall through the database gives exactly what the reference (tests/memories/reference.py)
+computes from scratch (SPEC §3, §3.1, §3.2): ranking, scores and tie order, with archived
+memories, filters, random recall histories and every kind of write in the mix, on
+whichever backend runs the suite.
 
 The reference reads nothing the index keeps: it tokenises every live memory of the
 owner, counts N and the document frequencies itself, and applies the formula.
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from memories.conf import activation_config, embedder, ranking_profile
 from memories.indexing import tag_key
 from memories.models import ChangeSource, Memory, Revision, Snapshot
-from memories.ranking import MemoryValues, parse_query, reference_rank
+from memories.ranking import parse_query
 from memories.scoring import statistics
 from memories.services import (
     archive,
@@ -39,6 +39,7 @@ from memories.services import (
 )
 from tests.conftest import NOW
 from tests.memories.conftest import embedded_cosine
+from tests.memories.reference import MemoryValues, reference_rank
 
 pytestmark = pytest.mark.django_db
 
