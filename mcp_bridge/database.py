@@ -23,6 +23,16 @@ these threads, so its transactions begin and end inside it; between calls a conn
 is either back in the pool (PostgreSQL) or idle in autocommit on its own thread (SQLite),
 and no asynchronous code touches the database.
 
+This replaces Django's own connection handling for /mcp. Its equivalent is what Django
+does for every other request: the work on a thread-sensitive `sync_to_async`, and
+`close_old_connections` on `request_started` and `request_finished`. The tests hold this
+module to what that gives a request: tests/mcp/test_connections.py (a SQLite file
+replaced by a restore is read from the next request on; PostgreSQL connections the server
+dropped do not fail the next call), tests/mcp/test_endpoint.py
+(test_each_request_gives_its_connection_back, with and without a pool;
+test_sqlite_connections_are_kept_from_one_request_to_the_next;
+test_a_tool_call_makes_two_trips_off_the_event_loop_and_nothing_else_does).
+
 A call that waits longer than TAPROOT_DB_POOL_TIMEOUT for a pooled connection fails with
 the error `is_pool_timeout` recognises; /mcp answers it with BUSY_MESSAGE (503 with
 Retry-After before a tool runs, a tool error inside one), and so do Django's pages

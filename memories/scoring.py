@@ -16,6 +16,19 @@ returns the winners, plus any row floating point could have put in the wrong pla
   Every such row scoring within EPSILON of the cut is returned.
 
 The caller re-scores what comes back with the reference formula and cuts exactly.
+
+A raw SQL fast path: both statements are written out. The ORM cannot name a
+materialised CTE or a second one for the cut; its nearest equivalent (RecallEntry
+annotated with a Subquery summing Case(When(key=…)) over MemoryToken, the score as an
+expression, a Window(RowNumber()) for the ties) would score every candidate again for
+the cut or leave the cut to Python, and the Python equivalent is the reference itself,
+memories.ranking.rank over every live memory. So the statements are held to that
+reference, computed from scratch: tests/memories/test_relevance_reference.py compares
+ranking, scores and ties of recall through this module with tests/memories/reference.py
+on random stores, filters and recall histories, and test_recall_reference.py does the
+same for the seed profile, on whichever database runs the suite. Each value is put
+beside its %s mark as a statement is built (`_sql`), so no list of parameters has to
+follow the text's order by hand.
 """
 
 import uuid
