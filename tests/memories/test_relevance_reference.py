@@ -107,7 +107,20 @@ filter_specs = st.fixed_dictionaries(
 )
 
 
+# The writes of `writes` that act on the store as a whole; the others name a memory.
+STORE_WRITES = ("recall", "import", "restore snapshot", "migrate")
+
+
 def apply(write: tuple, user, ids: list[str], moment) -> None:
+    if write[0] in STORE_WRITES:
+        apply_to_the_store(write, user, moment)
+        return
+    memory_id = ids[write[1] % len(ids)]
+    if Memory.objects.filter(pk=memory_id).exists():  # not deleted by an earlier write
+        apply_to_a_memory(write, user, ids, memory_id, moment)
+
+
+def apply_to_the_store(write: tuple, user, moment) -> None:
     kind = write[0]
     if kind == "recall":
         recall(owner=user, query=write[1], limit=3, now=moment)
@@ -134,10 +147,10 @@ def apply(write: tuple, user, ids: list[str], moment) -> None:
         return
     if kind == "migrate":
         migrate(owner=user, now=moment)
-        return
-    memory_id = ids[write[1] % len(ids)]
-    if not Memory.objects.filter(pk=memory_id).exists():
-        return  # deleted by an earlier write
+
+
+def apply_to_a_memory(write: tuple, user, ids: list[str], memory_id: str, moment) -> None:
+    kind = write[0]
     if kind == "curate":
         set_curation(
             owner=user, memory_id=memory_id, salience=write[2], source=ChangeSource.DASHBOARD
