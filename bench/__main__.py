@@ -65,7 +65,7 @@ RETRIEVAL_RUNS = {"retrieval": ("static", "replay"), "replay": ("replay",)}
 
 
 def log(message: str) -> None:
-    print(f"[bench {datetime.now().strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    print(f"[bench {datetime.now().astimezone():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
 
 def _cpu_model() -> str:
@@ -269,10 +269,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    profile = "full" if args.full else "quick"
-    budget, seconds = TIMING[profile]
-    args.budget = budget if args.budget is None else args.budget
-    args.seconds = seconds if args.seconds is None else args.seconds
+    profile = _apply_profile(args)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(PROFILES[profile])
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -297,6 +294,7 @@ def main(argv: list[str]) -> None:
             results["notes"].append(f"PostgreSQL skipped: {reason}")
             log(f"PostgreSQL not reachable ({reason}); measuring SQLite only")
 
+    # The stores kept for the HTTP part, by backend.
     databases: dict[str, BenchDatabase] = {}
 
     def database(backend: str, name: str) -> BenchDatabase:
@@ -309,21 +307,7 @@ def main(argv: list[str]) -> None:
             for backend in backends:
                 for size in sizes:
                     db = database(backend, f"store_{size}")
-                    meta = prepared_store(backend, size, args, db)
-                    log(f"service latency: {db.label}, {size:,} memories")
-                    child_args = ["service", "--database-url", db.url, "--size", str(size)]
-                    child_args += ["--anchor", meta["anchor"]]
-                    child_args += ["--seed", str(args.seed), "--budget", str(args.budget)]
-                    child_args += ["--max-runs", str(args.max_runs)]
-                    if args.only:
-                        child_args += ["--only", args.only]
-                    if args.profile:
-                        child_args += ["--profile", args.profile]
-                    out = out_dir / f"service-{backend}-{size}.json"
-                    measured = run_child(child_args, out)
-                    facts = {k: v for k, v in meta.items() if k not in ("backend", "load_average")}
-                    measured["store"] = {**facts, **measured["store"]}
-                    results["service"].append(measured)
+                    results["service"].append(run_service(args, backend, size, db, out_dir))
                     if size == args.http_size and "http" in parts:
                         databases[backend] = db
                     elif not args.keep_databases:
@@ -343,7 +327,41 @@ def main(argv: list[str]) -> None:
             if not args.keep_databases:
                 drop(db)
         shutil.rmtree(workdir, ignore_errors=True)
+    write_results(results, out_dir)
 
+
+def _apply_profile(args: argparse.Namespace) -> str:
+    """The profile's name; its timings fill in what the command line left unset."""
+    profile = "full" if args.full else "quick"
+    budget, seconds = TIMING[profile]
+    args.budget = budget if args.budget is None else args.budget
+    args.seconds = seconds if args.seconds is None else args.seconds
+    return profile
+
+
+def run_service(
+    args: argparse.Namespace, backend: str, size: int, db: BenchDatabase, out_dir: Path
+) -> dict[str, Any]:
+    """Service-level latency on a store of `size` memories, prepared into `db`."""
+    meta = prepared_store(backend, size, args, db)
+    log(f"service latency: {db.label}, {size:,} memories")
+    child_args = ["service", "--database-url", db.url, "--size", str(size)]
+    child_args += ["--anchor", meta["anchor"]]
+    child_args += ["--seed", str(args.seed), "--budget", str(args.budget)]
+    child_args += ["--max-runs", str(args.max_runs)]
+    if args.only:
+        child_args += ["--only", args.only]
+    if args.profile:
+        child_args += ["--profile", args.profile]
+    measured = run_child(child_args, out_dir / f"service-{backend}-{size}.json")
+    facts = {k: v for k, v in meta.items() if k not in ("backend", "load_average")}
+    measured["store"] = {**facts, **measured["store"]}
+    return measured
+
+
+def write_results(results: dict[str, Any], out_dir: Path) -> None:
+    """results.json and results.md in `out_dir` and as bench/results/latest.*, each
+    service profile in a file of its own; the markdown printed."""
     for run in results["service"]:
         for name, text in run.pop("profiles", {}).items():
             path = out_dir / f"profile-{run['backend']}-{run['size']}-{_slug(name)}.txt"

@@ -20,7 +20,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,11 @@ def _sessions(conversation: dict[str, Any]) -> list[int]:
     return sorted(numbers)
 
 
+def session_moment(text: str) -> datetime:
+    """A session's date-time, which the data gives without a zone, taken as UTC."""
+    return datetime.strptime(text.strip(), SESSION_DATE).replace(tzinfo=UTC)
+
+
 def build(data: list[dict[str, Any]], unit: str) -> Benchmark:
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {', '.join(UNITS)}")
@@ -132,10 +137,7 @@ def build(data: list[dict[str, Any]], unit: str) -> Benchmark:
         conv_id = str(sample["sample_id"])
         conversation = sample["conversation"]
         sessions = _sessions(conversation)
-        dates = {
-            s: datetime.strptime(conversation[f"session_{s}_date_time"].strip(), SESSION_DATE)
-            for s in sessions
-        }
+        dates = {s: session_moment(conversation[f"session_{s}_date_time"]) for s in sessions}
         turns = {
             canonical
             for s in sessions

@@ -28,7 +28,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import F
@@ -68,7 +68,7 @@ def replay(
     results: dict[str, list[str]] = {}
     finished: dict[str, datetime] = {}
     for conversation, questions in by_conversation(benchmark.questions).items():
-        start = questions[0].asked_at.replace(tzinfo=UTC) + START_AFTER
+        start = questions[0].asked_at + START_AFTER
         for i, question in enumerate(questions):
             reply = recall(
                 owner=owners[conversation],

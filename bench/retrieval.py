@@ -14,7 +14,6 @@ import re
 import time
 import uuid
 from collections import defaultdict
-from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +58,7 @@ def load(
     rows: list[SyntheticMemory] = []
     for number, conv in enumerate(conversations, 1):
         for memory in grouped[conv]:
-            stamp = memory.created_at.replace(tzinfo=UTC)
+            stamp = memory.created_at
             pk = memory_id(benchmark.unit, number, memory.seq, variant)
             keys[pk] = memory.key
             rows.append(
@@ -93,7 +92,7 @@ def taproot_results(
         ranking = rank_memories(
             owners[question.conversation],
             RecallFilters(query=question.text, limit=DEPTH),
-            now=question.asked_at.replace(tzinfo=UTC),
+            now=question.asked_at,
         )
         results[question.key] = [keys[item.candidate.id] for item in ranking.ranked]
     return results

@@ -24,6 +24,7 @@ from bench.queries import BANDS, QUERY_SIZES, QueryPools, query_pools
 from bench.report import WORDS_ONLY
 from bench.synthetic import SyntheticStore, fresh_memories, generate_store
 from bench.timing import RunPlan, measure, summarise
+from bench.token_lookup import timed_lookups
 from mcp_bridge import handlers
 from memories import services
 from memories.conf import embedder, ranking_profile
@@ -38,7 +39,7 @@ RECALL_BY_IDS = 5
 @dataclass(frozen=True)
 class Operation:
     name: str
-    group: str  # reflect, recall, write, status, migrate
+    group: str  # reflect, recall, write, status, migrate, auth
     call: Callable[[int], object]
     band: str | None = None
     query_words: int | None = None
@@ -224,6 +225,9 @@ def operations(
             )
         )
     ops.append(Operation("remember, update", "write", update))
+    written_out, through_the_orm = timed_lookups(owner)
+    ops.append(Operation("bearer-token lookup, written out", "auth", written_out))
+    ops.append(Operation("bearer-token lookup, ORM", "auth", through_the_orm))
     migrate = find_migrate()
     if migrate is not None:
         migrate(owner=owner)  # the store is canonical already; make sure of it once

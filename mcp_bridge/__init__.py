@@ -1,2 +1,3 @@
-"""The MCP server Claude talks to at /mcp: its tools, their replies, and the check of each
-request's bearer token (the tokens themselves are the oauth app's)."""
+"""The MCP server Claude talks to at /mcp: its tools, their replies, the admission of each
+request (mcp_bridge.admission: token slots, the body deadline, the refusals) and the check
+of its bearer token (the tokens themselves are the oauth app's)."""

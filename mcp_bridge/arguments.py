@@ -3,8 +3,8 @@
 The SDK validates typed parameters itself before a tool runs, answering in plain text
 and refusing values the project would coerce (legacy categories, "3" for high,
 double-encoded lists). So every parameter here accepts anything, and its JSON schema
-(enum, bounds, description) is declared with `WithJsonSchema`; memories.validation
-does the real checking and the tools answer in the project's JSON error shape.
+(enum, bounds, description) is declared with `WithJsonSchema`; mcp_bridge.coercion
+does the real reading and the tools answer in the project's JSON error shape.
 
 Tools annotate a parameter `Annotated[Text, text(...)]` (text) or `Annotated[Any,
 string_list(...)]` (anything else). Text parameters are `str` to the SDK on purpose: it

@@ -22,6 +22,22 @@ and end on one thread. Each call is one function that runs start to finish on on
 these threads, so its transactions begin and end inside it; between calls a connection
 is either back in the pool (PostgreSQL) or idle in autocommit on its own thread (SQLite),
 and no asynchronous code touches the database.
+
+This replaces Django's own connection handling for /mcp. Its equivalent is what Django
+does for every other request: the work on a thread-sensitive `sync_to_async`, and
+`close_old_connections` on `request_started` and `request_finished`. The tests hold this
+module to what that gives a request: tests/mcp/test_connections.py (a SQLite file
+replaced by a restore is read from the next request on; PostgreSQL connections the server
+dropped do not fail the next call), tests/mcp/test_endpoint.py
+(test_each_request_gives_its_connection_back, with and without a pool;
+test_sqlite_connections_are_kept_from_one_request_to_the_next;
+test_a_tool_call_makes_two_trips_off_the_event_loop_and_nothing_else_does).
+
+A call that waits longer than TAPROOT_DB_POOL_TIMEOUT for a pooled connection fails with
+the error `is_pool_timeout` recognises; /mcp answers it with BUSY_MESSAGE (503 with
+Retry-After before a tool runs, a tool error inside one), and so do Django's pages
+(taproot_site.busy): the server is busy rather than broken, and a client that tries
+again shortly gets through.
 """
 
 import contextlib
@@ -32,8 +48,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabase
+from psycopg_pool import PoolTimeout
 
 # Threads for SQLite: it writes one transaction at a time and Python computes on one
 # thread at a time, so a few keep a worker busy; each keeps a connection and its page
@@ -41,6 +58,18 @@ from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabase
 SQLITE_THREADS = 4
 # Threads for PostgreSQL without a pool, and the fewest with one.
 DEFAULT_THREADS = 10
+
+
+RETRY_AFTER_SECONDS = 5
+BUSY_MESSAGE = (
+    "Taproot is busy: every database connection is in use. "
+    f"Try again in {RETRY_AFTER_SECONDS} seconds."
+)
+
+
+def is_pool_timeout(error: BaseException) -> bool:
+    """True for the database error Django raises when no pooled connection came free."""
+    return isinstance(error, DatabaseError) and isinstance(error.__cause__, PoolTimeout)
 
 
 _executor: ThreadPoolExecutor | None = None

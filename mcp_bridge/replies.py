@@ -14,9 +14,8 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 
 from mcp_bridge.auth import NotAuthenticated, token_user
-from mcp_bridge.database import run_sync
+from mcp_bridge.database import BUSY_MESSAGE, is_pool_timeout, run_sync
 from mcp_bridge.messages import say
-from memories.busy import BUSY_MESSAGE, is_pool_timeout
 from memories.errors import DomainError, InvalidInput
 from memories.jsonutil import dumps
 from memories.quoting import shown

@@ -8,6 +8,16 @@ end of the catalog order first), then the recent closings (the oldest first: sho
 with a marker, then left out), then core memories: those that do not fit in full (the end
 of the core order) are sent as catalog-style lines in `core_overflow`, and when even those
 lines do not fit, the last of them are left out and counted in `core_omitted`.
+
+A fast path: finding what gives way tries many layouts, and each one's text is put
+together from pieces serialised once (`_Builder.assemble`) rather than serialised whole.
+Its plain equivalent is `dumps(_Builder.payload(layout, tokens))`, which serialises every
+piece again for each layout tried; serialising whole payloads while looking for the cut
+is what made `reflect` slow before (docs/benchmarks.md, "1. `reflect` and `status` did
+work for lines they then dropped"). The text sent is byte for byte that equivalent's:
+tests/memories/test_payload.py holds `text == dumps(payload)` on random stores and
+budgets (test_the_payload_never_exceeds_its_budget_and_gives_way_in_order) and with every
+key present (test_text_is_the_compact_json_of_the_payload_and_tokens_measure_it).
 """
 
 import math

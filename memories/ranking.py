@@ -13,8 +13,9 @@ word alike. Both share the shape the database path computes: per memory an integ
 numerator Σ w(t) × f(t, m) over the query's tokens t, divided by an integer denominator,
 so equal inputs tie exactly.
 
-This module is also the reference: `reference_rank` ranks plain memory values from
-scratch, and the tests hold the database path (memories.services.recall) to it. The
+These functions are the reference formula: the database path (memories.scoring, then
+memories.services.recall) computes the same terms in the same order, and the tests hold
+it to a whole store ranked from scratch with them (tests/memories/reference.py). The
 weights live in one frozen config object; `memories.conf.activation_config()` applies
 overrides from settings.
 """
@@ -25,8 +26,7 @@ import re
 import threading
 import unicodedata
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
@@ -311,7 +311,9 @@ def query_weights(
 
 @dataclass(frozen=True)
 class Relevance:
-    """relevance(m) = hits(m) / denominator, from integers so that equal shares tie."""
+    """relevance(m) = hits(m) / denominator, from integers so that equal shares tie; hits(m),
+    Σ w(t) × f(t, m) over the query's tokens, is counted by the database
+    (memories.scoring)."""
 
     weights: Mapping[str, int]
     keyword_factor: int
@@ -320,16 +322,6 @@ class Relevance:
     @property
     def denominator(self) -> int:
         return self.keyword_factor * sum(self.weights.values())
-
-    def hits(self, terms: IndexedTerms) -> int:
-        """Σ w(t) × f(t, m) over the query's tokens."""
-        total = 0
-        for token, weight in self.weights.items():
-            if token in terms.keywords:
-                total += weight * self.keyword_factor
-            elif token in terms.content_only:
-                total += weight * self.content_factor
-        return total
 
 
 def relevance_value(
@@ -526,106 +518,3 @@ def rank(
 
 def order_key(item: Ranked) -> tuple[float, int, str]:
     return (-item.score, -micros(item.candidate.updated_at), str(item.candidate.id))
-
-
-# --- the reference: a whole store ranked from scratch ----------------------------------
-
-
-@dataclass(frozen=True)
-class MemoryValues:
-    """One memory as plain values: all the reference needs."""
-
-    id: uuid.UUID
-    gist: str
-    content: str
-    tags: Sequence[str]
-    search_keywords: Sequence[str]
-    salience: str
-    retrieval_count: int
-    last_retrieved: datetime | None
-    created_at: datetime
-    updated_at: datetime
-
-
-def reference_rank(
-    live_memories: Sequence[MemoryValues],
-    query_text: str | None,
-    *,
-    profile: Profile,
-    now: datetime,
-    config: ActivationConfig = DEFAULT_ACTIVATION,
-    among: Callable[[MemoryValues], bool] = lambda memory: True,
-    limit: int = 50,
-    cosine: Callable[[MemoryValues], int | None] | None = None,
-) -> list[Ranked]:
-    """SPEC §3, §3.1 and §3.2 computed the slow way: tokenise every live memory of the
-    owner, count N and df, weigh the query and rank the memories `among` admits (the
-    filters); the best `limit`.
-
-    `cosine` (a memory's cosine with the query in thousandths, None without a vector)
-    blends in meaning: every lexical match's relevance takes it in (a match without a
-    vector counts 0), and when there are fewer matches than `limit`, memories that share
-    no word fill the places left if their cosine reaches the floor, best cosine first.
-    """
-    query = parse_query(query_text, profile)
-    if query.only_stop_words:
-        return []
-    terms = {
-        m.id: memory_terms(
-            gist=m.gist,
-            content=m.content,
-            tags=m.tags,
-            search_keywords=m.search_keywords,
-            profile=profile,
-        )
-        for m in live_memories
-    }
-    df: Counter[str] = Counter()
-    for memory_terms_ in terms.values():
-        df.update(index_entries(memory_terms_).keys())
-    keyword_factor, content_factor = profile.factors(config)
-    scorer = Relevance(
-        query_weights(query, profile=profile, live=len(live_memories), df=df, config=config),
-        keyword_factor,
-        content_factor,
-    )
-    admitted = [m for m in live_memories if among(m)]
-    hits = {m.id: scorer.hits(_keyed(terms[m.id])) for m in admitted}
-    blend = cosine is not None and not query.blank
-
-    def candidate(m: MemoryValues, cosine_milli: int | None) -> Candidate:
-        return Candidate(
-            id=m.id,
-            salience=m.salience,
-            retrieval_count=m.retrieval_count,
-            last_retrieved=m.last_retrieved,
-            created_at=m.created_at,
-            updated_at=m.updated_at,
-            hits=hits[m.id],
-            cosine=cosine_milli,
-        )
-
-    if not blend:
-        denominator = None if query.blank else scorer.denominator
-        ranked = rank(
-            [candidate(m, None) for m in admitted], denominator=denominator, now=now, config=config
-        )
-        return ranked[:limit]
-    assert cosine is not None
-    matches = [candidate(m, cosine(m) or 0) for m in admitted if hits[m.id] > 0]
-    alone: list[tuple[int, str, MemoryValues]] = []
-    for m in admitted:
-        if hits[m.id] == 0 and (c := cosine(m)) is not None and c >= config.meaning_floor:
-            alone.append((-c, str(m.id), m))
-    alone.sort()
-    fill = [candidate(m, -c) for c, _, m in alone[: max(0, limit - len(matches))]]
-    return rank(matches + fill, denominator=scorer.denominator, now=now, config=config)[:limit]
-
-
-def _keyed(terms: IndexedTerms) -> IndexedTerms:
-    """The terms as index keys (long tokens shortened), as query tokens are."""
-    entries = index_entries(terms)
-    return IndexedTerms(
-        frozenset(k for k, kw in entries.items() if kw),
-        frozenset(k for k, kw in entries.items() if not kw),
-    )

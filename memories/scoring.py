@@ -16,6 +16,19 @@ returns the winners, plus any row floating point could have put in the wrong pla
   Every such row scoring within EPSILON of the cut is returned.
 
 The caller re-scores what comes back with the reference formula and cuts exactly.
+
+A raw SQL fast path: both statements are written out. The ORM cannot name a
+materialised CTE or a second one for the cut; its nearest equivalent (RecallEntry
+annotated with a Subquery summing Case(When(key=…)) over MemoryToken, the score as an
+expression, a Window(RowNumber()) for the ties) would score every candidate again for
+the cut or leave the cut to Python, and the Python equivalent is the reference itself,
+memories.ranking.rank over every live memory. So the statements are held to that
+reference, computed from scratch: tests/memories/test_relevance_reference.py compares
+ranking, scores and ties of recall through this module with tests/memories/reference.py
+on random stores, filters and recall histories, and test_recall_reference.py does the
+same for the seed profile, on whichever database runs the suite. Each value is put
+beside its %s mark as a statement is built (`_sql`), so no list of parameters has to
+follow the text's order by hand.
 """
 
 import uuid
@@ -66,17 +79,21 @@ class OwnerIndex:
 def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
     """N, the index's version and the df of each key, in one statement."""
     token, index = _table(MemoryToken), _table(RecallIndex)
-    sql = f"SELECT NULL, live_memories, version, generation FROM {index} WHERE owner_id = %s"
-    params: list[Any] = [owner_id]
+    sql = _sql(
+        f"SELECT NULL, live_memories, version, generation FROM {index} WHERE owner_id = %s",
+        owner_id,
+    )
     if keys:  # PostgreSQL refuses an empty IN ()
-        sql += (
-            f" UNION ALL SELECT key, COUNT(*), 0, NULL FROM {token}"
-            f" WHERE owner_id = %s AND key IN ({_marks(keys)}) GROUP BY key"
+        sql = _sql(
+            f"%s UNION ALL SELECT key, COUNT(*), 0, NULL FROM {token}"
+            " WHERE owner_id = %s AND key IN (%s) GROUP BY key",
+            sql,
+            owner_id,
+            _in(keys),
         )
-        params += [owner_id, *keys]
     live, version, generation, df = 0, 0, None, {}
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql.text, sql.params)
         for key, count, row_version, row_generation in cursor.fetchall():
             if key is None:
                 live, version = count, row_version
@@ -148,22 +165,27 @@ def best_candidates(
     """
     blend = blend and weights is not None
     lexical_share, semantic_share = semantic_shares(config) if blend else (1, 0)
-    real = "double precision" if connection.vendor == "postgresql" else "REAL"
+    real = _real()
     entry = _table(RecallEntry)
-    params: list[Any] = []
     ctes = []
     if weights is not None:
         keyword, content = factors
-        by_key = " ".join("WHEN %s THEN %s" for _ in weights)
-        ctes.append(
-            f"hits AS (SELECT t.entry_id AS id, SUM("
-            f"CASE t.key {by_key} END * CASE WHEN t.in_keywords THEN %s ELSE %s END) AS hits"
-            f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN ({_marks(weights)})"
-            f" GROUP BY t.entry_id)"
+        by_key = _join(
+            " ", (_sql("WHEN %s THEN %s", key, weight) for key, weight in weights.items())
         )
-        for key, weight in weights.items():
-            params += [key, weight]
-        params += [keyword, content, owner_id, *weights]
+        ctes.append(
+            _sql(
+                "hits AS (SELECT t.entry_id AS id, SUM("
+                "CASE t.key %s END * CASE WHEN t.in_keywords THEN %s ELSE %s END) AS hits"
+                f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN (%s)"
+                " GROUP BY t.entry_id)",
+                by_key,
+                keyword,
+                content,
+                owner_id,
+                _in(weights),
+            )
+        )
         source = f"hits h JOIN {entry} e ON e.id = h.id"
         hits = "h.hits"
     else:
@@ -171,76 +193,90 @@ def best_candidates(
         hits = "0"
 
     # The reference's terms in the reference's order: (history + (sw × salience)) +
-    # (rw × relevance), every number a double (a bare 0.6 is exact NUMERIC in
-    # PostgreSQL: slower, and not the reference's arithmetic).
-    f = f"CAST(%s AS {real})"
-    history, history_params = _history_sql(f, real, now, config)
-    salience_cases = " ".join(f"WHEN %s THEN {f}" for _ in config.salience_scores)
-    score = f"({history}) + ({f} * (CASE e.salience {salience_cases} ELSE {f} END))"
-    score_params: list[Any] = [*history_params, config.salience_weight]
-    for name, value in config.salience_scores.items():
-        score_params += [name, value]
-    score_params.append(config.salience_scores[MEDIUM])
+    # (rw × relevance), every number a double (see _double).
+    salience_cases = _join(
+        " ",
+        (
+            _sql("WHEN %s THEN %s", name, _double(value))
+            for name, value in config.salience_scores.items()
+        ),
+    )
+    score = _sql(
+        "(%s) + (%s * (CASE e.salience %s ELSE %s END))",
+        _history_sql(now, config),
+        _double(config.salience_weight),
+        salience_cases,
+        _double(config.salience_scores[MEDIUM]),
+    )
     if weights is not None:
-        score = f"({score}) + ({f} * (CAST(h.hits AS {real}) / {f}))"
-        score_params += [
-            config.relevance_weight * float(lexical_share),
-            float(denominator),
-        ]
+        score = _sql(
+            f"(%s) + (%s * (CAST(h.hits AS {real}) / %s))",
+            score,
+            _double(config.relevance_weight * float(lexical_share)),
+            _double(float(denominator)),
+        )
 
-    conditions = ["e.owner_id = %s"]
-    condition_params: list[Any] = [owner_id]
+    conditions = [_sql("e.owner_id = %s", owner_id)]
     if filters.category is not None:
-        conditions.append("e.category = %s")
-        condition_params.append(filters.category)
+        conditions.append(_sql("e.category = %s", filters.category))
     if filters.ids is not None:
-        conditions.append(f"e.memory_id IN ({_marks(filters.ids)})")
         pk = Memory._meta.pk
         assert pk is not None
-        condition_params += [pk.get_db_prep_value(i, connection) for i in filters.ids]
+        ids = [pk.get_db_prep_value(i, connection) for i in filters.ids]
+        conditions.append(_sql("e.memory_id IN (%s)", _in(ids)))
     for key in filters.tag_keys:
         conditions.append(
-            f"EXISTS (SELECT 1 FROM {_table(MemoryTag)} g"
-            " WHERE g.memory_id = e.memory_id AND g.owner_id = %s AND g.key = %s)"
+            _sql(
+                f"EXISTS (SELECT 1 FROM {_table(MemoryTag)} g"
+                " WHERE g.memory_id = e.memory_id AND g.owner_id = %s AND g.key = %s)",
+                owner_id,
+                key,
+            )
         )
-        condition_params += [owner_id, key]
     if filters.since is not None:
-        conditions.append("e.updated_us >= %s")
-        condition_params.append(micros(filters.since))
+        conditions.append(_sql("e.updated_us >= %s", micros(filters.since)))
 
     ctes.append(
-        f"scored AS MATERIALIZED (SELECT e.memory_id AS id, e.salience AS salience,"
-        f" e.retrieval_count AS rc, e.last_retrieved_us AS lr, e.created_us AS cr,"
-        f" e.updated_us AS up, {hits} AS hits, {score} AS score"
-        f" FROM {source} WHERE {' AND '.join(conditions)})"
+        _sql(
+            "scored AS MATERIALIZED (SELECT e.memory_id AS id, e.salience AS salience,"
+            " e.retrieval_count AS rc, e.last_retrieved_us AS lr, e.created_us AS cr,"
+            f" e.updated_us AS up, {hits} AS hits, %s AS score"
+            f" FROM {source} WHERE %s)",
+            score,
+            _join(" AND ", conditions),
+        )
     )
-    params += score_params + condition_params
     ctes.append(
-        "cut AS (SELECT MIN(score) AS score FROM"
-        " (SELECT score FROM scored ORDER BY score DESC LIMIT %s) AS best)"
+        _sql(
+            "cut AS (SELECT MIN(score) AS score FROM"
+            " (SELECT score FROM scored ORDER BY score DESC LIMIT %s) AS best)",
+            limit,
+        )
     )
-    params.append(limit)
     columns = "band.id, band.salience, band.rc, band.lr, band.cr, band.up, band.hits, band.score"
     matched = "(SELECT COUNT(*) FROM scored)"
     if blend:
         # Every row the cosine part could lift past the cut, best first.
-        sql = (
-            f"WITH {', '.join(ctes)} SELECT {columns}, {matched} FROM"
-            " (SELECT s.* FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
-        )
         reach = config.relevance_weight * float(semantic_share) * cosine_ceiling / 1000
-        params.append(reach + EPSILON)
+        sql = _sql(
+            f"WITH %s SELECT {columns}, {matched} FROM"
+            " (SELECT s.* FROM scored s, cut WHERE s.score >= cut.score - %s) AS band",
+            _join(", ", ctes),
+            reach + EPSILON,
+        )
     else:
-        sql = (
-            f"WITH {', '.join(ctes)} SELECT {columns}, {matched} FROM ("
+        sql = _sql(
+            f"WITH %s SELECT {columns}, {matched} FROM ("
             "SELECT s.*, ROW_NUMBER() OVER ("
             "PARTITION BY s.score, s.rc > 0 ORDER BY s.up DESC, s.id) AS nth"
             " FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
-            " WHERE band.rc > 0 OR band.nth <= %s"
+            " WHERE band.rc > 0 OR band.nth <= %s",
+            _join(", ", ctes),
+            EPSILON,
+            limit,
         )
-        params += [EPSILON, limit]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql.text, sql.params)
         rows = cursor.fetchall()
     return Band(
         keys=[_key(row[0]) for row in rows],
@@ -250,28 +286,43 @@ def best_candidates(
     )
 
 
-def _history_sql(
-    f: str, real: str, now: datetime, config: ActivationConfig
-) -> tuple[str, list[Any]]:
-    """memories.ranking.history in SQL, and its parameters: for a retrieved memory its
-    recency-weighted count a, bounded (history_weight × (1 − 1 / (1 + a))) or the seed's
-    (base_weight × a); for one never retrieved 0, or the seed's base_weight × novelty_floor.
+def _history_sql(now: datetime, config: ActivationConfig) -> "_Sql":
+    """memories.ranking.history in SQL: for a retrieved memory its recency-weighted count
+    a, bounded (history_weight × (1 − 1 / (1 + a))) or the seed's (base_weight × a); for
+    one never retrieved 0, or the seed's base_weight × novelty_floor.
     """
-    days = f"(CAST(%s - COALESCE(e.last_retrieved_us, e.created_us) AS {real}) / {f}) / {f}"
-    weighted = (
+    real = _real()
+    days = _sql(
+        f"(CAST(%s - COALESCE(e.last_retrieved_us, e.created_us) AS {real}) / %s) / %s",
+        micros(now),
+        _double(1_000_000.0),
+        _double(86_400.0),
+    )
+    weighted = _sql(
         f"(LN(CAST(e.retrieval_count + 1 AS {real}))"
-        f" * POWER((CASE WHEN {days} > 0 THEN {days} ELSE 0 END) + 1, {f}))"
+        " * POWER((CASE WHEN %s > 0 THEN %s ELSE 0 END) + 1, %s))",
+        days,
+        days,
+        _double(config.decay_exponent),
     )
-    day_params = [micros(now), 1_000_000.0, 86_400.0]
-    weighted_params = [*day_params, *day_params, config.decay_exponent]
     if config.history == SEED_HISTORY:
-        sql = f"{f} * (CASE WHEN e.retrieval_count = 0 THEN {f} ELSE {weighted} END)"
-        return sql, [config.base_weight, config.novelty_floor, *weighted_params]
+        return _sql(
+            "%s * (CASE WHEN e.retrieval_count = 0 THEN %s ELSE %s END)",
+            _double(config.base_weight),
+            _double(config.novelty_floor),
+            weighted,
+        )
     # a / (1 + a) as 1 − 1 / (1 + a): the logarithm and the power once per row.
-    sql = (
-        f"CASE WHEN e.retrieval_count = 0 THEN {f} ELSE {f} * ({f} - {f} / ({f} + {weighted})) END"
+    one = _double(1.0)
+    return _sql(
+        "CASE WHEN e.retrieval_count = 0 THEN %s ELSE %s * (%s - %s / (%s + %s)) END",
+        _double(0.0),
+        _double(config.history_weight),
+        one,
+        one,
+        one,
+        weighted,
     )
-    return sql, [0.0, config.history_weight, 1.0, 1.0, 1.0, *weighted_params]
 
 
 def _key(value: uuid.UUID | str) -> int:
@@ -290,5 +341,52 @@ def _table(
     return connection.ops.quote_name(model._meta.db_table)
 
 
-def _marks(values: Sequence[object] | Mapping[str, int]) -> str:
-    return ", ".join("%s" for _ in values)
+@dataclass(frozen=True)
+class _Sql:
+    """A piece of SQL and the values of its %s marks, in order. Built together, a value
+    cannot drift from its mark as the statement grows around it."""
+
+    text: str
+    params: tuple[Any, ...] = ()
+
+
+def _sql(template: str, *values: Any) -> _Sql:
+    """`template` with its %s marks filled in turn: by a piece's text (its values go
+    there among the parameters), or by a parameter."""
+    pieces = template.split("%s")
+    if len(pieces) != len(values) + 1:
+        raise ValueError(f"{len(pieces) - 1} marks in {template!r} for {len(values)} values")
+    text = [pieces[0]]
+    params: list[Any] = []
+    for value, piece in zip(values, pieces[1:], strict=True):
+        if isinstance(value, _Sql):
+            text.append(value.text)
+            params += value.params
+        else:
+            text.append("%s")
+            params.append(value)
+        text.append(piece)
+    return _Sql("".join(text), tuple(params))
+
+
+def _join(separator: str, pieces: Iterable[_Sql]) -> _Sql:
+    listed = list(pieces)
+    return _Sql(
+        separator.join(piece.text for piece in listed),
+        tuple(value for piece in listed for value in piece.params),
+    )
+
+
+def _in(values: Iterable[object]) -> _Sql:
+    """The list inside IN (…), a parameter a value."""
+    return _join(", ", (_Sql("%s", (value,)) for value in values))
+
+
+def _real() -> str:
+    return "double precision" if connection.vendor == "postgresql" else "REAL"
+
+
+def _double(value: float) -> _Sql:
+    """A number as a double: a bare 0.6 is exact NUMERIC in PostgreSQL (slower, and not
+    the reference's arithmetic)."""
+    return _sql(f"CAST(%s AS {_real()})", value)

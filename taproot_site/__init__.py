@@ -1,3 +1,3 @@
-"""The Django project: settings, URL routes, the ASGI entry point that admits /mcp
-requests and hands them to mcp_bridge, and the uvicorn launcher. It imports the apps;
+"""The Django project: settings, URL routes, the ASGI entry point that hands /mcp
+requests to mcp_bridge, and the uvicorn launcher. It imports the apps;
 no app imports it."""

@@ -107,7 +107,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "memories.busy.PoolTimeoutMiddleware",
+    "taproot_site.busy.PoolTimeoutMiddleware",
     "oauth.requestlog.OAuthRequestLogMiddleware",
     "oauth.cors.LoopbackCorsMiddleware",
     "django.middleware.security.SecurityMiddleware",

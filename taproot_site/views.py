@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_GET, require_safe
 
-from memories.busy import is_pool_timeout
+from mcp_bridge.database import is_pool_timeout
 
 logger = logging.getLogger("taproot.health")
 

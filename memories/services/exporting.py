@@ -8,6 +8,16 @@ grow with the store; the text is byte for byte what `json.dumps` of the whole do
 would give. Every batch reads the store as it was when the export began (one read-only
 transaction), so the file is one moment's store and `total_keys` counts its entries.
 One export per account runs at a time: a second one is refused while the first runs.
+
+The one transaction is opened with SQL written out (`_begin_snapshot`). Its ORM
+equivalent, `transaction.atomic()`, would begin IMMEDIATE on SQLite and take the write
+lock for the whole export, and on PostgreSQL read each batch at READ COMMITTED, so not
+one moment's store; a plain BEGIN in WAL mode, and REPEATABLE READ, READ ONLY, give that
+moment and block no writer. tests/memories/test_export.py proves it
+(test_an_export_holds_the_store_as_it_was_when_it_began: a writer deletes and adds
+records mid-export, unblocked, and the text is the store as it began), and
+test_the_streamed_export_is_byte_for_byte_the_whole_document holds the streamed text to
+`json.dumps` of the whole document.
 """
 
 import json

@@ -69,7 +69,14 @@ class Incoming:
     ignored_keys: int = 0
 
 
-def import_store(*, owner: User, data: Any, now: datetime | None = None) -> dict[str, Any]:
+def import_store(
+    *,
+    owner: User,
+    # Any: a file as read (text or bytes) or its parsed JSON, which may hold anything; the
+    # service checks every part of it and refuses what does not fit, naming where.
+    data: Any,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """Import `data` (the file's text or bytes, or its parsed JSON) into owner's store."""
     now = now_or(now)
     incoming = read_file(data, owner_id=owner.pk, now=now)

@@ -87,7 +87,12 @@ def snapshot_summary(snapshot: Snapshot) -> str:
 
 
 def restore_snapshot(
-    *, snapshot_id: Any, owner: User | None = None, now: datetime | None = None
+    *,
+    # Any: the operator types it on the command line, and the service says when it is not
+    # a number (one message for the command and the admin's instructions alike).
+    snapshot_id: Any,
+    owner: User | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """Put a snapshot's records back exactly, after snapshotting the present state.
 

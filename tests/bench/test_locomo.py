@@ -2,7 +2,7 @@ import json
 import math
 import subprocess
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -61,7 +61,7 @@ def test_duplicates_count_once_and_nothing_past_rank_ten_scores() -> None:
 
 
 def test_means_are_taken_per_category_and_overall() -> None:
-    when = datetime(2023, 5, 8)
+    when = datetime(2023, 5, 8, tzinfo=UTC)
     memories = [
         locomo.UnitMemory(k, "c1", i, when, k, k, sources)
         for i, (k, sources) in enumerate(COVERAGE.items())
@@ -79,6 +79,12 @@ def test_means_are_taken_per_category_and_overall() -> None:
     assert list(table) == ["single-hop", "temporal", "overall"]
 
 
+def test_a_session_date_time_is_read_as_utc() -> None:
+    assert locomo.session_moment(" 1:56 pm on 8 May, 2023 ") == datetime(
+        2023, 5, 8, 13, 56, tzinfo=UTC
+    )
+
+
 def test_bm25_matches_a_hand_computed_example() -> None:
     index = locomo.BM25([["red", "apple"], ["green", "apple", "apple"], ["blue"]])
     idf = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
@@ -89,7 +95,7 @@ def test_bm25_matches_a_hand_computed_example() -> None:
 
 
 def test_word_overlap_prefers_more_shared_words_then_focused_memories() -> None:
-    when = datetime(2023, 5, 8)
+    when = datetime(2023, 5, 8, tzinfo=UTC)
     memories = [
         locomo.UnitMemory(
             "m0", "c", 0, when, "Mia likes green tea and long walks", "", frozenset()

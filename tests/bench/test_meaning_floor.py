@@ -1,11 +1,11 @@
-from datetime import datetime
+from datetime import UTC, datetime
 
 from bench import locomo
 from bench.meaning_floor import Pair, meaning_only_pairs, precision_by_floor, render
 from memories import semantic
 from memories.embedding import embedder_named
 
-WHEN = datetime(2023, 5, 8, 13, 56)
+WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 def test_precision_counts_the_pairs_that_reach_each_floor():

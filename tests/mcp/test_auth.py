@@ -7,10 +7,15 @@ from typing import Any
 import httpx2
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
+from oauth2_provider.models import get_access_token_model, set_token_value
 
-from mcp_bridge.auth import find_access_token, is_for_this_server
+from bench.token_lookup import orm_stored_token
+from mcp_bridge.auth import find_access_token, is_for_this_server, stored_token
+from oauth.tokens import token_checksum
 from tests.mcp.tokens import (
     make_access_token,
+    make_application,
     make_registration_token,
     revoke_access_token,
 )
@@ -214,6 +219,54 @@ def test_the_verifier_names_the_user_and_this_resource(user, settings, django_as
         "iss": settings.TAPROOT_PUBLIC_URL,
         "taproot_client_name": "Test client",  # for the record of a reflect call
     }
+
+
+def _every_column(user: Any) -> dict[str, Any]:
+    return {field.attname: getattr(user, field.attname) for field in user._meta.concrete_fields}
+
+
+@pytest.mark.django_db
+def test_the_written_out_token_lookup_reads_what_django_oauth_toolkits_query_reads(
+    user, other_user, settings
+):
+    """stored_token is one statement written out; its ORM equivalent is the query
+    django-oauth-toolkit makes (bench.token_lookup.orm_stored_token). Every value must
+    come back the same, converted as the ORM converts it (dates aware, the resource list
+    decoded), for every kind of token the table holds."""
+    other_user.first_name, other_user.is_active = "Zoë", False
+    other_user.last_login = timezone.now() - timedelta(days=2)
+    other_user.save()
+    raw_tokens = {
+        "live": make_access_token(user, resource=[settings.TAPROOT_MCP_URL, "https://x.example"]),
+        "expired": make_access_token(
+            other_user,
+            resource=None,
+            expires_in=-timedelta(hours=1),
+            application=make_application(name="Ünïcode client ☃"),
+        ),
+        "registration": make_registration_token(),
+        "unknown": "never-issued",
+    }
+    orphan = get_access_token_model()(
+        user=user, application=None, expires=timezone.now(), scope="mcp read"
+    )
+    set_token_value(orphan, "no-client")
+    orphan.save()
+    raw_tokens["without a client"] = "no-client"
+
+    for kind, raw in raw_tokens.items():
+        checksum = token_checksum(raw)
+        written_out, through_the_orm = stored_token(checksum), orm_stored_token(checksum)
+        assert written_out == through_the_orm, kind
+        if written_out is not None:
+            assert through_the_orm is not None
+            assert _every_column(written_out.user) == _every_column(through_the_orm.user), kind
+            assert written_out.user._state.db == through_the_orm.user._state.db
+            assert not written_out.user._state.adding
+    live = stored_token(token_checksum(raw_tokens["live"]))
+    assert live is not None and live.resource == [settings.TAPROOT_MCP_URL, "https://x.example"]
+    assert live.expires.tzinfo is not None
+    assert stored_token(token_checksum(raw_tokens["without a client"])).client_id == ""
 
 
 def test_the_resource_must_match_exactly_after_trailing_slashes(settings):

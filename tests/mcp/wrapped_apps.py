@@ -9,7 +9,8 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
-from taproot_site.asgi import Receive, Scope, Send, application
+from mcp_bridge.admission import Receive, Scope, Send
+from taproot_site.asgi import application
 
 WORKER_HEADER = b"x-taproot-worker"
 # Names a file holding the token: it can only be made once the server's URL (its

@@ -1,7 +1,7 @@
-"""Recall through the database gives exactly what memories.ranking.reference_rank computes
-from scratch (SPEC §3, §3.1): ranking, scores and tie order, with archived memories,
-filters, random recall histories and every kind of write in the mix, on whichever backend
-runs the suite.
+"""Recall through the database gives exactly what the reference (tests/memories/reference.py)
+computes from scratch (SPEC §3, §3.1, §3.2): ranking, scores and tie order, with archived
+memories, filters, random recall histories and every kind of write in the mix, on
+whichever backend runs the suite.
 
 The reference reads nothing the index keeps: it tokenises every live memory of the
 owner, counts N and the document frequencies itself, and applies the formula.
@@ -26,7 +26,7 @@ from mcp_bridge.handlers import (
 from memories.conf import activation_config, embedder, ranking_profile
 from memories.indexing import tag_key
 from memories.models import ChangeSource, Memory, Revision, Snapshot
-from memories.ranking import MemoryValues, parse_query, reference_rank
+from memories.ranking import parse_query
 from memories.scoring import statistics
 from memories.services import (
     delete,
@@ -40,6 +40,7 @@ from memories.services import (
 )
 from tests.conftest import NOW
 from tests.memories.conftest import embedded_cosine
+from tests.memories.reference import MemoryValues, reference_rank
 from tests.store import rolled_back
 
 pytestmark = pytest.mark.django_db
@@ -108,7 +109,20 @@ filter_specs = st.fixed_dictionaries(
 )
 
 
+# The writes of `writes` that act on the store as a whole; the others name a memory.
+STORE_WRITES = ("recall", "import", "restore snapshot", "migrate")
+
+
 def apply(write: tuple, user, ids: list[str], moment) -> None:
+    if write[0] in STORE_WRITES:
+        apply_to_the_store(write, user, moment)
+        return
+    memory_id = ids[write[1] % len(ids)]
+    if Memory.objects.filter(pk=memory_id).exists():  # not deleted by an earlier write
+        apply_to_a_memory(write, user, ids, memory_id, moment)
+
+
+def apply_to_the_store(write: tuple, user, moment) -> None:
     kind = write[0]
     if kind == "recall":
         recall(owner=user, query=write[1], limit=3, now=moment)
@@ -135,10 +149,10 @@ def apply(write: tuple, user, ids: list[str], moment) -> None:
         return
     if kind == "migrate":
         migrate(owner=user, now=moment)
-        return
-    memory_id = ids[write[1] % len(ids)]
-    if not Memory.objects.filter(pk=memory_id).exists():
-        return  # deleted by an earlier write
+
+
+def apply_to_a_memory(write: tuple, user, ids: list[str], memory_id: str, moment) -> None:
+    kind = write[0]
     if kind == "curate":
         set_curation(
             owner=user,

@@ -1,2 +1,2 @@
-"""Tests of taproot_site: settings, the ASGI entry point's admission, the server launcher,
+"""Tests of taproot_site: settings, the ASGI entry point, the server launcher,
 migrations."""

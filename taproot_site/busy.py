@@ -1,26 +1,16 @@
-"""When every pooled database connection is lent out.
+"""Django's requests that find every pooled database connection lent out.
 
 A request that waits longer than TAPROOT_DB_POOL_TIMEOUT for a connection is answered
-503 with Retry-After, on /mcp (by the ASGI entry point) and on Django's pages alike: the
-server is busy rather than broken, and a client that tries again shortly gets through.
+503 with Retry-After, on Django's pages as on /mcp (mcp_bridge.admission): the server is
+busy rather than broken, and a client that tries again shortly gets through. The words
+and the wait are /mcp's own (mcp_bridge.database), so both answer alike.
 """
 
 from collections.abc import Callable
 
-from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
-from psycopg_pool import PoolTimeout
 
-RETRY_AFTER_SECONDS = 5
-BUSY_MESSAGE = (
-    "Taproot is busy: every database connection is in use. "
-    f"Try again in {RETRY_AFTER_SECONDS} seconds."
-)
-
-
-def is_pool_timeout(error: BaseException) -> bool:
-    """True for the database error Django raises when no pooled connection came free."""
-    return isinstance(error, DatabaseError) and isinstance(error.__cause__, PoolTimeout)
+from mcp_bridge.database import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
 
 
 class PoolTimeoutMiddleware:
