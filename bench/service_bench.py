@@ -128,7 +128,7 @@ def operations(
 
     ops = [
         Operation("reflect", "reflect", lambda i: services.reflect(owner=owner)),
-        Operation("status", "status", lambda i: services.status(owner=owner)),
+        Operation("status", "status", lambda i: handlers.status(owner=owner)),
     ]
 
     def recall_query(band: str, size: int) -> Callable[[int], object]:

@@ -38,6 +38,7 @@ from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Sal
 from memories.quoting import shown
 from memories.refs import IdPrefix, MemoryRef, Resolved
 from memories.services import Hit, MemoryDraft, RecallFilters, ReflectDue, Remembered
+from memories.timeutil import isoformat
 from memories.vocabulary import CATEGORY_VALUES
 
 P = ParamSpec("P")
@@ -619,7 +620,39 @@ def close(
 
 
 def status(*, owner: User, now: datetime | None = None) -> Reply:
-    return services.status(owner=owner, now=now)
+    found = services.status(owner=owner, now=now)
+    payload = found.payload
+    omitted = found.catalog_omitted
+    return {
+        "status": "ok",
+        "live_memories": found.live,
+        "live_by_category": found.live_by_category,
+        "archived": found.archived,
+        "closings": found.closings,
+        "core_count": payload.payload["core_count"],
+        "catalog": {
+            "included": payload.payload["catalog_count"],
+            "omitted": omitted,
+            "omitted_by_window": omitted - payload.cut_count,
+            "cut_by_budget": payload.cut_count,
+            "window_days": found.window_days,
+        },
+        "reflect_payload": {
+            "bytes": payload.bytes,
+            "kb": payload.kilobytes,
+            "tokens": payload.tokens,
+            "max_tokens": payload.max_tokens,
+            "core_tokens": payload.core_tokens,
+            "core_share_of_budget": round(payload.core_tokens / payload.max_tokens, 3),
+            "core_in_full": len(payload.core_full),
+            "core_as_lines": len(payload.core_lines),
+            "core_omitted": payload.core_omitted,
+        },
+        "last_reflect_at": isoformat(found.history.last_at),
+        "reflects_last_7_days": found.history.last_7_days,
+        "suggestions": [group.as_status() for group in found.suggestions],
+        "warnings": payload.warnings,
+    }
 
 
 def migrate(*, owner: User) -> Mapping[str, Any]:

@@ -20,8 +20,9 @@ frozen dataclass around it (Remembered, Changed, Compressed, Restored, Recalled)
 
 A read that an interface lays out returns plain values (ReflectPayload, ReflectHistory,
 SuggestionGroup, Ranking) or a str; an export is the document itself (`export_store`
-whole, `Export` streamed). `status`, `migrate`, `import_store` and `restore_snapshot`
-still answer with JSON-ready dicts, which the tools and the commands send as they are.
+whole, `Export` streamed), and `status` a StoreStatus. `migrate`, `import_store` and
+`restore_snapshot` still answer with JSON-ready dicts, which the migrate tool and the
+store's commands send as they are.
 """
 
 from memories.services.closings import close
@@ -50,7 +51,7 @@ from memories.services.loaded import (
 )
 from memories.services.normalise import migrate
 from memories.services.recall import Hit, Recalled, RecallFilters, rank_memories, recall
-from memories.services.reflect import reflect, status
+from memories.services.reflect import StoreStatus, reflect, status
 from memories.services.remember import Duplicate, MemoryDraft, Remembered, remember
 from memories.services.snapshots import restore_snapshot, snapshot_summary, take_snapshot
 from memories.services.suggestions import (
@@ -74,6 +75,7 @@ __all__ = [
     "ReflectHistory",
     "Remembered",
     "Restored",
+    "StoreStatus",
     "SuggestionGroup",
     "apply_suggestion",
     "archive",

@@ -20,10 +20,9 @@ from memories.payload import (
     max_lines,
 )
 from memories.services._common import now_or
-from memories.services.loaded import reflect_history
-from memories.services.suggestions import suggestions
+from memories.services.loaded import ReflectHistory, reflect_history
+from memories.services.suggestions import SuggestionGroup, suggestions
 from memories.shortids import short_ids
-from memories.timeutil import isoformat
 from memories.vocabulary import CATEGORY_ORDER, SHORT_ID_MIN, home_category
 
 RECENT_CLOSINGS = 3
@@ -169,47 +168,46 @@ def _string_list(value: Any) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def status(*, owner: User, now: datetime | None = None) -> dict[str, Any]:
-    """Counts, the payload's size measured on exactly what reflect would send now, when
-    Claude last loaded it, and the suggested promotions, demotions and archiving."""
+@dataclass(frozen=True)
+class StoreStatus:
+    """How a store looks (SPEC §8): live memories by category (every category, canonical
+    names), the archived and closing counts, the payload reflect would send now, the
+    catalog window, when Claude last loaded the memory, and the suggestions."""
+
+    live_by_category: dict[str, int]
+    archived: int
+    closings: int
+    payload: ReflectPayload
+    window_days: int
+    history: ReflectHistory
+    suggestions: list[SuggestionGroup]
+
+    @property
+    def live(self) -> int:
+        return sum(self.live_by_category.values())
+
+    @property
+    def catalog_omitted(self) -> int:
+        """Non-core live memories the catalog leaves out, by the window or the budget."""
+        return sum(self.payload.payload.get("catalog_omitted", {}).values())
+
+
+def status(*, owner: User, now: datetime | None = None) -> StoreStatus:
+    """Counts, the payload measured on exactly what reflect would send now, when Claude
+    last loaded it, and the suggested promotions, demotions and archiving."""
     now = now_or(now)
     gathered = _gather(owner, now)
-    payload = gathered.payload
     live_by_category = dict.fromkeys(CATEGORY_ORDER, 0)
     for category, counts in gathered.tier_counts.items():
         live_by_category[home_category(category)] += sum(counts)
-    omitted = sum(payload.payload.get("catalog_omitted", {}).values())
-    cut = payload.cut_count
-    history = reflect_history(owner=owner, now=now)
     live = sum(live_by_category.values())
-    return {
-        "status": "ok",
-        "live_memories": live,
-        "live_by_category": live_by_category,
+    return StoreStatus(
+        live_by_category=live_by_category,
         # All of them, counted in the owner index alone, less the live ones.
-        "archived": Memory.objects.for_owner(owner).order_by().count() - live,
-        "closings": Closing.objects.for_owner(owner).count(),
-        "core_count": payload.payload["core_count"],
-        "catalog": {
-            "included": payload.payload["catalog_count"],
-            "omitted": omitted,
-            "omitted_by_window": omitted - cut,
-            "cut_by_budget": cut,
-            "window_days": catalog_window_days(),
-        },
-        "reflect_payload": {
-            "bytes": payload.bytes,
-            "kb": payload.kilobytes,
-            "tokens": payload.tokens,
-            "max_tokens": payload.max_tokens,
-            "core_tokens": payload.core_tokens,
-            "core_share_of_budget": round(payload.core_tokens / payload.max_tokens, 3),
-            "core_in_full": len(payload.core_full),
-            "core_as_lines": len(payload.core_lines),
-            "core_omitted": payload.core_omitted,
-        },
-        "last_reflect_at": isoformat(history.last_at),
-        "reflects_last_7_days": history.last_7_days,
-        "suggestions": [group.as_status() for group in suggestions(owner=owner, now=now)],
-        "warnings": payload.warnings,
-    }
+        archived=Memory.objects.for_owner(owner).order_by().count() - live,
+        closings=Closing.objects.for_owner(owner).count(),
+        payload=gathered.payload,
+        window_days=catalog_window_days(),
+        history=reflect_history(owner=owner, now=now),
+        suggestions=suggestions(owner=owner, now=now),
+    )

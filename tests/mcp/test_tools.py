@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from mcp_bridge.handlers import status
 from memories.jsonutil import dumps
 from memories.models import Closing, Memory, ReflectCall, Snapshot
-from memories.services import reflect, status
+from memories.services import reflect
 from tests.conftest import SPEC_RECORD_KEYS
 from tests.mcp.tokens import make_application
 from tests.store import store_state, unchanged

@@ -3,10 +3,10 @@ from datetime import timedelta
 
 import pytest
 
-from mcp_bridge.handlers import forget, recall
+from mcp_bridge.handlers import forget, recall, status
 from memories.errors import InvalidInput
 from memories.models import ChangeSource, Memory, Revision
-from memories.services import reflect, status
+from memories.services import reflect
 from tests.conftest import NOW
 from tests.store import stored_columns, unchanged
 

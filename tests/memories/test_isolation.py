@@ -2,10 +2,19 @@
 
 import pytest
 
-from mcp_bridge.handlers import archive, compress, forget, promote, recall, remember, unarchive
+from mcp_bridge.handlers import (
+    archive,
+    compress,
+    forget,
+    promote,
+    recall,
+    remember,
+    status,
+    unarchive,
+)
 from memories.errors import InvalidInput, Refused
 from memories.models import ChangeSource, Closing, Revision
-from memories.services import delete, edit_gist, reflect, restore_revision, set_curation, status
+from memories.services import delete, edit_gist, reflect, restore_revision, set_curation
 from tests.conftest import NOW
 from tests.store import unchanged
 

@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 from django.test import override_settings
 
-from mcp_bridge.handlers import REFLECT_HINTS, close, recall, reflect_hint, remember
+from mcp_bridge.handlers import REFLECT_HINTS, close, recall, reflect_hint, remember, status
 from memories.models import ReflectCall
-from memories.services import ReflectDue, record_reflect, reflect, reflect_history, status
+from memories.services import ReflectDue, record_reflect, reflect, reflect_history
 from memories.services.loaded import RECENT_REFLECT_DAYS
 from tests.conftest import NOW
 

@@ -4,8 +4,9 @@ from datetime import timedelta
 import pytest
 from django.test import override_settings
 
+from mcp_bridge.handlers import status
 from memories.models import Closing, ReflectCall
-from memories.services import record_reflect, reflect, status
+from memories.services import record_reflect, reflect
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db
