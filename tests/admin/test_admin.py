@@ -7,6 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from mcp_bridge import handlers
+from memories.conf import embedder
 from memories.models import Closing, Memory, MemoryTag, Revision, Snapshot
 from memories.services import migrate
 from tests.conftest import NOW
@@ -257,6 +258,44 @@ def test_salience_and_core_edits_in_the_form_go_through_the_service(admin_client
     fresh = Memory.objects.get(pk=memory.pk)
     assert (fresh.salience, fresh.core, fresh.updated_at) == ("high", True, memory.updated_at)
     assert Revision.objects.get(memory=memory).changed_fields == ["salience", "core"]
+
+
+def test_one_save_of_gist_and_salience_is_one_change_with_one_revision(admin_client, make_memory):
+    memory = make_memory(gist="Old words", salience="medium")
+
+    admin_client.post(change_url(memory), form_data(memory, gist="New words", salience="high"))
+
+    (revision,) = Revision.objects.filter(memory=memory)
+    assert revision.action == "edit"
+    assert revision.changed_fields == ["gist", "salience"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_gist_edit_is_embedded_before_its_write_transaction(admin_user, make_memory, monkeypatch):
+    """The admin's change view runs without Django's own transaction around the save, so
+    the service embeds the new gist first, holding no write lock (SQLite's only one)."""
+    from django.test import Client
+
+    memory = make_memory(gist="Old words here")
+    semantic = embedder()
+    if semantic is None:
+        pytest.skip("recall by meaning is off")
+    inside: list[bool] = []
+    real_embed = type(semantic).embed
+
+    def noting(self, texts):
+        inside.append(connection.in_atomic_block)
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(type(semantic), "embed", noting)
+    client = Client()
+    client.force_login(admin_user)
+
+    response = client.post(change_url(memory), form_data(memory, gist="Lighthouse keeper"))
+
+    assert response.status_code == 302
+    assert Memory.objects.get(pk=memory.pk).gist == "Lighthouse keeper"
+    assert inside == [False]
 
 
 def test_content_cannot_be_changed_in_the_form(admin_client, make_memory):
