@@ -1,0 +1,51 @@
+"""A refusal's plain sentence (str), for the operator's tools (the admin, the commands):
+it says what went wrong in no interface's terms, and quotes a value sent, never all of it."""
+
+import uuid
+
+import pytest
+
+from memories import errors
+from memories.refs import IdPrefix, Resolved
+
+A = uuid.UUID("a002ab76-58b6-4e9c-ba6d-7ec35cb2e2be")
+
+EVERY_KIND = [
+    errors.UnknownMemory(A),
+    errors.AmbiguousPrefix(IdPrefix("a002ab76"), [A, uuid.uuid4()]),
+    errors.MemoryArchived(A, "promote"),
+    errors.BlankText("gist"),
+    errors.LimitExceeded("gist", 300, 301),
+    errors.Unstorable("gist", "the NUL character (\\u0000),"),
+    errors.TooManyItems("tags", 50, 51),
+    errors.NothingToChange(),
+    errors.TooFewToCompress(1, Resolved(unknown=["a002ab76"])),
+    errors.NotAllYours([A]),
+    errors.SomeArchived([A]),
+    errors.MixedCategories(["identity", "episodic"]),
+    errors.TooManyTags(55, 50),
+    errors.UnknownRevision("9" * 5000),
+]
+
+
+def test_every_kind_is_here():
+    kinds = {
+        cls
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.DomainError)
+    }
+    assert kinds - {errors.DomainError} == {type(error) for error in EVERY_KIND}
+
+
+@pytest.mark.parametrize("error", EVERY_KIND, ids=lambda e: type(e).__name__)
+def test_a_refusal_reads_as_a_plain_sentence(error):
+    sentence = str(error)
+    assert sentence.endswith(".")
+    assert "taproot_" not in sentence and "None" not in sentence
+    assert len(sentence) < 300  # a value sent is quoted, not repeated whole
+
+
+def test_a_refusal_keeps_its_data():
+    error = errors.LimitExceeded("content", 20_000, 25_000)
+    assert (error.field, error.limit, error.got) == ("content", 20_000, 25_000)
+    assert isinstance(error, errors.Refused) and not isinstance(error, errors.InvalidInput)
