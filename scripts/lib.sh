@@ -54,7 +54,14 @@ ensure_venv() {
     # after the tests (as .ci/run does) does not reinstall.
     if [ "$installed" != "$want" ] && { [ -n "$extras" ] || [ "${installed%%\[*}" != "$hash" ]; }; then
         echo "Installing Taproot${extras:+ with [$extras]} into $VENV ..." >&2
-        "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2 || return 1
+        # pip itself at the version constraints.txt pins, not whichever release is newest
+        # today: a new pip can resolve, build or word its errors differently.
+        if ! grep -q '^pip==' "$TAPROOT_ROOT/constraints.txt"; then
+            echo "constraints.txt pins no pip version: add a line pip==<version>." >&2
+            return 1
+        fi
+        "$VENV/bin/python" -m pip install --quiet -c "$TAPROOT_ROOT/constraints.txt" pip >&2 \
+            || return 1
         # setuptools warns on every editable install that folders named like a package may
         # shadow it, a banner pip relays even with --quiet; this one warning is ignored
         # (by its text), anything else the build or pip says still shows.

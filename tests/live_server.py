@@ -5,10 +5,12 @@ through DATABASE_URL (SQLite tests use a file-backed test database, see conftest
 Tests that talk to it must commit their data: `@pytest.mark.django_db(transaction=True)`.
 """
 
+import fcntl
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -16,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 from urllib.parse import quote
 
 from django.conf import settings
@@ -24,10 +27,32 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# One lock file a port handed out, in a folder every test process on this machine shares.
+PORT_LOCKS = Path(tempfile.gettempdir()) / "taproot-test-ports"
+_ports_held: list[IO[str]] = []
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now and handed to no other test process while this one lives.
+
+    Between this socket closing and the server binding the port, another process asking
+    the system for a free port may be given the same one, and its tests would then talk
+    to our server. Test runs go on side by side (CI's two passes, pytest-xdist's workers),
+    so each port handed out stays locked (flock) until this process ends.
+    """
+    PORT_LOCKS.mkdir(exist_ok=True)
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        lock = open(PORT_LOCKS / str(port), "w")  # noqa: SIM115 - held until exit
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        _ports_held.append(lock)
+        return port
 
 
 def test_database_url() -> str:

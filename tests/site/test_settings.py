@@ -1,17 +1,27 @@
 """Settings come from environment variables with the defaults of SPEC §1 and §11, and
-SQLite is set up so that simultaneous requests wait for each other instead of failing."""
+SQLite is set up so that simultaneous requests wait for each other instead of failing.
+
+The settings module is run in this process for each environment a test gives (runpy, under
+a patched os.environ): an interpreter per reading would cost a second or more each. One
+test starts a fresh interpreter and checks that it reads what this process reads."""
 
 import json
 import os
+import runpy
 import sqlite3
 import subprocess
 import sys
+from pathlib import PurePath
+from typing import Any
+from unittest import mock
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 
 from tests.live_server import ROOT
 
+SETTINGS_FILE = ROOT / "taproot_site" / "settings.py"
 SPEC_VARIABLES = (
     "DATABASE_URL",
     "DEBUG",
@@ -21,49 +31,78 @@ SPEC_VARIABLES = (
     "REFLECT_MAX_TOKENS",
 )
 
-READ_SETTINGS = """
-import json
-from django.conf import settings
-print(json.dumps({
-    "DEBUG": settings.DEBUG,
-    "SECRET_KEY": settings.SECRET_KEY,
-    "TAPROOT_PUBLIC_URL": settings.TAPROOT_PUBLIC_URL,
-    "TAPROOT_MCP_URL": settings.TAPROOT_MCP_URL,
-    "ALLOWED_HOSTS": settings.ALLOWED_HOSTS,
-    "TAPROOT_ALLOW_LOOPBACK_CLIENTS": settings.TAPROOT_ALLOW_LOOPBACK_CLIENTS,
-    "CATALOG_WINDOW_DAYS": settings.CATALOG_WINDOW_DAYS,
-    "REFLECT_MAX_TOKENS": settings.REFLECT_MAX_TOKENS,
-    "TAPROOT_REFLECT_NUDGE_HOURS": settings.TAPROOT_REFLECT_NUDGE_HOURS,
-    "DATABASE": str(settings.DATABASES["default"]["NAME"]),
-    "ENGINE": settings.DATABASES["default"]["ENGINE"],
-    "POOL": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
-    "TAPROOT_MCP_BODY_TIMEOUT": settings.TAPROOT_MCP_BODY_TIMEOUT,
-    "TAPROOT_MCP_REQUESTS_PER_TOKEN": settings.TAPROOT_MCP_REQUESTS_PER_TOKEN,
-}, default=lambda value: f"{value.__module__}.{value.__qualname__}"))
-"""
 
-
-def settings_with(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Load the settings in a fresh process that sees only `env` of the spec's variables."""
+def environment(env: dict[str, str]) -> dict[str, str]:
+    """This process's environment with none of the settings' variables but those in `env`."""
     clean = {
         k: v
         for k, v in os.environ.items()
         if k not in SPEC_VARIABLES and k not in {"HOST", "PORT"} and not k.startswith("TAPROOT_")
     }
-    return subprocess.run(
-        [sys.executable, "-c", READ_SETTINGS],
+    return {**clean, **env}
+
+
+def settings_under(env: dict[str, str]) -> dict[str, Any]:
+    """Every setting taproot_site/settings.py defines when it runs in `environment(env)`."""
+    with mock.patch.dict(os.environ, environment(env), clear=True):
+        values = runpy.run_path(str(SETTINGS_FILE))
+    return {name: value for name, value in values.items() if name.isupper()}
+
+
+def as_json(values: dict[str, Any]) -> Any:
+    """`values` as JSON reads them: paths as text, functions and classes by their names."""
+
+    def named(value: Any) -> str:
+        if isinstance(value, PurePath):
+            return str(value)
+        return f"{value.__module__}.{value.__qualname__}"
+
+    return json.loads(json.dumps(values, default=named))
+
+
+def loaded(env: dict[str, str]) -> dict[str, Any]:
+    values = as_json(settings_under(env))
+    database = values["DATABASES"]["default"]
+    return {
+        **values,
+        "DATABASE": database["NAME"],
+        "ENGINE": database["ENGINE"],
+        "POOL": database.get("OPTIONS", {}).get("pool"),
+    }
+
+
+PRODUCTION = {
+    "DEBUG": "0",
+    "SECRET_KEY": "a-production-secret-that-is-long-enough-0123456789",
+    "TAPROOT_PUBLIC_URL": "https://memory.example.org/",
+    "ALLOWED_HOSTS": "memory.example.org, internal.example.org",
+    "CATALOG_WINDOW_DAYS": "10",
+    "REFLECT_MAX_TOKENS": "2000",
+    "DATABASE_URL": "sqlite:////var/lib/taproot/store.sqlite3",
+}
+
+# What Django's own settings loading makes of the module in a fresh interpreter.
+READ_SETTINGS = """
+import json, sys
+from django.conf import settings
+from tests.site.test_settings import as_json
+print(json.dumps(as_json({name: getattr(settings, name) for name in json.loads(sys.argv[1])})))
+"""
+
+
+def test_a_fresh_interpreter_reads_the_settings_this_process_reads():
+    expected = as_json(settings_under(PRODUCTION))
+    result = subprocess.run(
+        [sys.executable, "-c", READ_SETTINGS, json.dumps(sorted(expected))],
         cwd=ROOT,
-        env={**clean, "DJANGO_SETTINGS_MODULE": "taproot_site.settings", **env},
+        env={**environment(PRODUCTION), "DJANGO_SETTINGS_MODULE": "taproot_site.settings"},
         capture_output=True,
         text=True,
         timeout=60,
     )
-
-
-def loaded(env: dict[str, str]) -> dict:
-    result = settings_with(env)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    assert json.loads(result.stdout) == expected
+    assert expected["DEBUG"] is False and expected["CATALOG_WINDOW_DAYS"] == 10
 
 
 def test_nothing_set_gives_safe_local_defaults():
@@ -82,17 +121,7 @@ def test_nothing_set_gives_safe_local_defaults():
 
 
 def test_every_variable_of_the_spec_is_read():
-    values = loaded(
-        {
-            "DEBUG": "0",
-            "SECRET_KEY": "a-production-secret-that-is-long-enough-0123456789",
-            "TAPROOT_PUBLIC_URL": "https://memory.example.org/",
-            "ALLOWED_HOSTS": "memory.example.org, internal.example.org",
-            "CATALOG_WINDOW_DAYS": "10",
-            "REFLECT_MAX_TOKENS": "2000",
-            "DATABASE_URL": "sqlite:////var/lib/taproot/store.sqlite3",
-        }
-    )
+    values = loaded(PRODUCTION)
     assert values["DEBUG"] is False
     assert values["SECRET_KEY"] == "a-production-secret-that-is-long-enough-0123456789"
     assert values["TAPROOT_PUBLIC_URL"] == "https://memory.example.org"
@@ -154,10 +183,8 @@ def test_the_mcp_guards_against_slow_and_greedy_clients_are_configurable():
 @pytest.mark.parametrize("secret", [None, "", "   "])
 def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
     env = {"DEBUG": "0"} if secret is None else {"DEBUG": "0", "SECRET_KEY": secret}
-    result = settings_with(env)
-    assert result.returncode != 0
-    assert "ImproperlyConfigured" in result.stderr
-    assert "SECRET_KEY must be set" in result.stderr
+    with pytest.raises(ImproperlyConfigured, match="SECRET_KEY must be set"):
+        settings_under(env)
 
 
 @pytest.mark.parametrize(
@@ -180,9 +207,9 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
     ],
 )
 def test_malformed_values_refuse_to_start_naming_the_variable(env, says):
-    result = settings_with(env)
-    assert result.returncode != 0
-    assert says in result.stderr
+    with pytest.raises(ImproperlyConfigured) as refused:
+        settings_under(env)
+    assert says in str(refused.value)
 
 
 # --- SQLite under concurrent use -------------------------------------------------------
