@@ -168,14 +168,25 @@ def pytest_addoption(parser: Any) -> None:
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    # Suites that do not depend on the database backend (browser, conformance,
-    # Inspector) run once per CI run: the second pass sets TAPROOT_SKIP_ONCE_PER_RUN.
+    # What does not depend on the database backend runs once per CI run: the second pass
+    # sets TAPROOT_SKIP_ONCE_PER_RUN. That is the suites marked once_per_run (browser,
+    # conformance, Inspector) and every test that cannot reach a database at all (no
+    # django_db mark, no fixture that sets one up): pytest-django refuses such a test any
+    # query, so what it checks is the same on every backend.
     if os.environ.get("TAPROOT_SKIP_ONCE_PER_RUN") != "1":
         return
     skip = pytest.mark.skip(reason="runs once per CI run, in the SQLite pass")
     for item in items:
-        if item.get_closest_marker("once_per_run"):
+        if item.get_closest_marker("once_per_run") or not _reaches_a_database(item):
             item.add_marker(skip)
+
+
+def _reaches_a_database(item: Any) -> bool:
+    return bool(
+        item.get_closest_marker("django_db")
+        or item.get_closest_marker("postgres")
+        or "django_db_setup" in getattr(item, "fixturenames", ())
+    )
 
 
 @pytest.fixture(scope="session")
