@@ -57,3 +57,14 @@ def rolled_back() -> Iterator[None]:
     with atomic:
         yield
         transaction.set_rollback(True)
+
+
+def domain_error_kinds() -> set[type]:
+    """Every kind of refusal memories.errors defines (DomainError's subclasses there)."""
+    from memories import errors
+
+    return {
+        cls
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.DomainError)
+    } - {errors.DomainError}

@@ -8,6 +8,7 @@ import pytest
 from mcp_bridge.messages import say
 from memories import errors
 from memories.refs import IdPrefix
+from tests.store import domain_error_kinds
 
 A = uuid.UUID("a002ab76-58b6-4e9c-ba6d-7ec35cb2e2be")
 B = uuid.UUID("a002ab76-58c0-4e9c-ba6d-7ec35cb2e2be")
@@ -78,9 +79,5 @@ def test_an_ambiguous_prefix_names_the_argument_it_came_in():
 
 def test_every_kind_of_refusal_has_its_words():
     worded = {type(error) for error, _ in WORDED}
-    kinds = {
-        cls
-        for cls in vars(errors).values()
-        if isinstance(cls, type) and issubclass(cls, errors.DomainError)
-    }
-    assert kinds - {errors.DomainError, errors.NothingToChange} <= worded
+    kinds = domain_error_kinds()
+    assert kinds - {errors.NothingToChange} <= worded

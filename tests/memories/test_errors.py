@@ -7,6 +7,7 @@ import pytest
 
 from memories import errors
 from memories.refs import IdPrefix, Resolved
+from tests.store import domain_error_kinds
 
 A = uuid.UUID("a002ab76-58b6-4e9c-ba6d-7ec35cb2e2be")
 
@@ -29,12 +30,8 @@ EVERY_KIND = [
 
 
 def test_every_kind_is_here():
-    kinds = {
-        cls
-        for cls in vars(errors).values()
-        if isinstance(cls, type) and issubclass(cls, errors.DomainError)
-    }
-    assert kinds - {errors.DomainError} == {type(error) for error in EVERY_KIND}
+    kinds = domain_error_kinds()
+    assert kinds == {type(error) for error in EVERY_KIND}
 
 
 @pytest.mark.parametrize("error", EVERY_KIND, ids=lambda e: type(e).__name__)
