@@ -234,8 +234,9 @@ class McpAdmission:
         self, scope: Scope, receive: Receive, send: Send, record: RequestRecord, bearer: str
     ) -> None:
         """Steps 2 to 5 for a request with a bearer token of the right shape."""
-        # The SDK's bearer middleware reads the token from the header by position: it
-        # gets the canonical spelling, which is what our verifier was told about.
+        # The SDK's bearer middleware takes the token to be all that follows the header's
+        # first seven characters ("Bearer "): it is given that spelling, so it reads the
+        # token our verifier is told about below, whatever spacing the client used.
         headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"authorization"]
         headers.append((b"authorization", b"Bearer " + bearer.encode("ascii")))
         scope = {**scope, "headers": headers}
