@@ -40,7 +40,7 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY must be set when DEBUG is off: generate one with "
-            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`."
+            "`python3 -c 'import secrets; print(secrets.token_urlsafe(50))'`."
         )
     SECRET_KEY = "django-insecure-local-development-only-do-not-deploy"
 
