@@ -225,8 +225,11 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 SERVESTATIC_USE_FINDERS = True
 SERVESTATIC_AUTOREFRESH = DEBUG
 
-# Behind a TLS-terminating proxy that sets X-Forwarded-Proto.
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Whether a request came over HTTPS is the ASGI server's word (the request's scheme):
+# scripts/serve's uvicorn takes X-Forwarded-Proto only from FORWARDED_ALLOW_IPS or
+# TAPROOT_TRUSTED_PROXIES (taproot_site.server). Django's SECURE_PROXY_SSL_HEADER stays
+# unset: it would believe that header from anyone who can reach the server.
+SECURE_PROXY_SSL_HEADER = None
 _https = TAPROOT_PUBLIC_URL.startswith("https://")
 SESSION_COOKIE_SECURE = _https
 CSRF_COOKIE_SECURE = _https
@@ -251,7 +254,11 @@ if _https and not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 60 * 60 * 24 * 30)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = False
+    # Off unless asked for: both bind every subdomain of the public host to HTTPS (the
+    # preload list for a long time), a choice for whoever runs the domain. `check
+    # --deploy` warns about them (security.W005, security.W021); the README says why.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 
 LOGGING = {
     "version": 1,

@@ -247,3 +247,21 @@ def test_sqlite_write_transactions_take_the_write_lock_when_they_begin():
         other.execute("ROLLBACK")
     finally:
         other.close()
+
+
+def test_an_https_public_url_gets_hsts_and_its_wider_forms_only_when_asked():
+    values = loaded(PRODUCTION)
+    assert values["SECURE_HSTS_SECONDS"] == 60 * 60 * 24 * 30
+    assert values["SECURE_HSTS_INCLUDE_SUBDOMAINS"] is False
+    assert values["SECURE_HSTS_PRELOAD"] is False
+    wider = loaded(
+        {**PRODUCTION, "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1", "SECURE_HSTS_PRELOAD": "1"}
+    )
+    assert wider["SECURE_HSTS_INCLUDE_SUBDOMAINS"] is True
+    assert wider["SECURE_HSTS_PRELOAD"] is True
+    assert "SECURE_HSTS_SECONDS" not in loaded({})  # not over plain HTTP on this machine
+
+
+def test_django_never_reads_the_scheme_from_a_request_header():
+    # uvicorn sets it from trusted proxies only (tests/site/test_https_behind_a_proxy.py).
+    assert loaded(PRODUCTION)["SECURE_PROXY_SSL_HEADER"] is None
