@@ -1,6 +1,7 @@
 """Taproot settings: one file, read from environment variables with safe local defaults."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -66,6 +67,12 @@ TAPROOT_REGISTRATION_LIMIT = env_int("TAPROOT_REGISTRATION_LIMIT", 20, minimum=1
 TAPROOT_REGISTRATION_WINDOW_SECONDS = env_int(
     "TAPROOT_REGISTRATION_WINDOW_SECONDS", 3600, minimum=1
 )
+# Login throttling (django-axes, taproot_site.login): after this many failed logins for
+# one account from one address, each within the lockout time of the one before, that
+# account is refused from that address (429) until the lockout time has passed since the
+# last failure. Addresses follow the registration limit's rule (TAPROOT_TRUSTED_PROXIES).
+TAPROOT_LOGIN_FAILURE_LIMIT = env_int("TAPROOT_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+TAPROOT_LOGIN_LOCKOUT_MINUTES = env_int("TAPROOT_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
 # /mcp against clients that hold the server up: seconds a request body has to arrive
 # whole (then 408), and requests one token may have in progress at once in each worker
 # (more are answered 429). Neither holds a database connection while it waits.
@@ -99,6 +106,7 @@ INSTALLED_APPS = [
     "servestatic",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "oauth2_provider",
     "oauth",
     "memories",
@@ -120,6 +128,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a refused login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "taproot_site.urls"
@@ -165,6 +175,26 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# axes first: a login it refuses never reaches the password check (no hash is computed).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = TAPROOT_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=TAPROOT_LOGIN_LOCKOUT_MINUTES)
+# Account and address together: an attacker cannot lock everyone out from behind a
+# shared proxy, nor lock an account's owner out from where the owner is.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "taproot_site.login.client_address"
+AXES_LOCKOUT_CALLABLE = "taproot_site.login.lockout_response"
+AXES_HTTP_RESPONSE_CODE = 429
+# Tries while locked out are refused without being counted, so the time the lockout
+# page gives stays true; a successful login clears that account's count from there.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+# axes would otherwise keep a row for every successful login, for ever.
+AXES_DISABLE_ACCESS_LOG = True
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/dashboard/"
