@@ -8,6 +8,7 @@ guards (the sign-in page before the dashboard and the OAuth consent, and the adm
 """
 
 import ipaddress
+import logging
 import math
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +22,8 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from oauth.throttle import client_ip
+
+logger = logging.getLogger("taproot.login")
 
 
 def client_address(request: HttpRequest) -> str | None:
@@ -53,8 +56,16 @@ def lockout_response(request: HttpRequest, *args: Any) -> HttpResponse:
     (request, credentials); the account is read from the request either way.
     """
     username = get_client_username(request) or ""
-    until = locked_until(username, getattr(request, "axes_ip_address", None))
+    address = getattr(request, "axes_ip_address", None)
+    until = locked_until(username, address)
     seconds = max(1, math.ceil((until - timezone.now()).total_seconds()))
+    # repr: the name is whatever was typed, line breaks included.
+    logger.warning(
+        "login refused: too many failures for %r from %s, until %s",
+        username,
+        address or "an unknown address",
+        f"{until:%Y-%m-%d %H:%M:%S} UTC",
+    )
     context = {
         "username": username,
         "failure_limit": settings.AXES_FAILURE_LIMIT,
@@ -63,4 +74,6 @@ def lockout_response(request: HttpRequest, *args: Any) -> HttpResponse:
     }
     response = render(request, "registration/locked_out.html", context, status=429)
     response["Retry-After"] = str(seconds)
+    # Logged above; Django's "Too Many Requests" warning would say it again, with less.
+    response._has_been_logged = True  # type: ignore[attr-defined]
     return response

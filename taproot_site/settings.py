@@ -298,5 +298,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
         "taproot": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # django-axes warns of every failed login, with the account and address masked;
+        # taproot.login says which account was refused from where, once per refusal.
+        "axes": {"level": "ERROR"},
     },
 }

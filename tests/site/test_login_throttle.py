@@ -5,6 +5,7 @@ affected. It covers the sign-in page before the dashboard, the one before OAuth 
 and the admin's."""
 
 import io
+import logging
 import re
 from datetime import timedelta
 from unittest import mock
@@ -219,3 +220,14 @@ def test_the_readme_s_command_lifts_a_lockout_early(alice):
     fail("dashboard", 10)
     call_command("axes_reset_username", "alice", stdout=io.StringIO())
     assert logged_in(log_in("dashboard", "alice", PASSWORD), "dashboard")
+
+
+def test_each_refusal_is_logged_once_naming_the_account_and_address(alice, caplog):
+    with caplog.at_level(logging.INFO):
+        fail("dashboard", 9)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        log_in("dashboard", "alice", "wrong")
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert line.startswith(f"login refused: too many failures for 'alice' from {HERE}, until ")
