@@ -39,3 +39,5 @@ def test_every_deploy_warning_with_the_readme_settings_is_explained_in_the_readm
     warnings = re.findall(r"\(([a-z_0-9]+\.[WE]\d+)\)", output)
     unexplained = [warning for warning in warnings if warning not in README]
     assert unexplained == [], output
+    # The two the README names: HSTS without includeSubDomains and preload.
+    assert sorted(warnings) == ["security.W005", "security.W021"], output
