@@ -167,11 +167,10 @@ def test_a_burst_of_20_recalls_and_8_writes_on_one_token_all_succeed(
     assert len(recalls) == 20
     assert all(len(reply["results"]) == 3 for reply in recalls)
     # Every recall strengthened every memory it returned: exactly 20 each, none lost.
-    assert [m.retrieval_count for m in Memory.objects.filter(pk__in=[m.pk for m in recalled])] == [
-        20,
-        20,
-        20,
-    ]
+    counts = Memory.objects.filter(pk__in=[m.pk for m in recalled]).values_list(
+        "retrieval_count", flat=True
+    )
+    assert list(counts) == [20] * len(recalled)
     assert Memory.objects.filter(owner=user, gist__startswith="Garden plan").count() == 8
     # Bob was served alongside, not after Alice's queue.
     assert not bobs.is_error and decode(bobs)["status"] == "ok"
