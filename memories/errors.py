@@ -159,3 +159,15 @@ class UnknownRevision(DomainError):
     def __init__(self, ref: object) -> None:
         self.ref = ref  # as given
         super().__init__(f"No revision {shown(ref)} exists for this user.")
+
+
+class SuggestionStale(DomainError):
+    """A suggestion applied after its rule stopped picking the memory, or after it was
+    dismissed: the memory changed since the suggestion was listed."""
+
+    def __init__(self, memory_id: uuid.UUID, kind: str, *, dismissed: bool) -> None:
+        self.memory_id = memory_id
+        self.kind = kind  # "promote", "demote" or "archive"
+        self.dismissed = dismissed
+        why = "was dismissed" if dismissed else "no longer holds"
+        super().__init__(f"The suggestion to {kind} memory {memory_id} {why}; nothing changed.")

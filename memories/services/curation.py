@@ -2,7 +2,7 @@
 restoring a revision (SPEC §2, §4, §6)."""
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -44,6 +44,10 @@ from memories.services.unit_of_work import change_memory, embed_ahead
 from memories.shortids import resolve_prefixes
 from memories.vocabulary import salience_rank
 
+# A condition a change must still meet once its memory is locked (a suggestion's rule):
+# it refuses with a DomainError, inside the change's transaction.
+Requirement = Callable[[Memory], None]
+
 
 @dataclass(frozen=True)
 class Changed:
@@ -61,14 +65,18 @@ def promote(
     salience: Salience | None = None,
     source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
+    require: Requirement | None = None,
 ) -> Memory:
     """Set core and/or salience as Claude curates (or a suggestion applied in the
-    dashboard): this counts as an update (moves updated_at)."""
+    dashboard): this counts as an update (moves updated_at). `require` sees the memory
+    locked, before anything else, and may refuse."""
     if core is None and salience is None:
         raise NothingToChange()
     moment = now_or(now)
 
     def curate(memory: Memory) -> None:
+        if require is not None:
+            require(memory)
         if memory.is_archived:
             raise MemoryArchived(memory.pk, "promote")
         memory.curate(core=core, salience=salience)
@@ -152,15 +160,19 @@ def archive(
     reason: str | None = None,
     source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
+    require: Requirement | None = None,
 ) -> Changed:
     """Hide a memory from reflect and recall, keeping it (and why). Archiving an archived
-    memory changes nothing."""
+    memory changes nothing. `require` sees the memory locked, before anything else, and
+    may refuse."""
     moment = now_or(now)
     clean_reason = check_optional(reason, field="reason", limit=MAX_REASON)
     was_archived = False
 
     def retire(memory: Memory) -> None:
         nonlocal was_archived
+        if require is not None:
+            require(memory)
         was_archived = memory.is_archived
         if not was_archived:
             memory.archive(clean_reason, moment)

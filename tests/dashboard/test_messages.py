@@ -31,6 +31,8 @@ EVERY_KIND = [
     errors.MixedCategories(["identity", "episodic"]),
     errors.TooManyTags(55, 50),
     errors.UnknownRevision(7),
+    errors.SuggestionStale(A, "promote", dismissed=False),
+    errors.SuggestionStale(A, "archive", dismissed=True),
 ]
 
 
