@@ -7,6 +7,7 @@ from memories.errors import (
     LimitExceeded,
     MemoryArchived,
     NothingToChange,
+    RestoreOutdated,
     SuggestionStale,
     UnknownMemory,
     UnknownRevision,
@@ -54,5 +55,10 @@ def say(error: DomainError) -> str:
                 f"Nothing was changed: this memory is no longer suggested to "
                 f"{_SUGGESTED.get(kind, kind)}. It changed since the suggestions were shown; "
                 "they are up to date now."
+            )
+        case RestoreOutdated():
+            return (
+                "Nothing was restored: this memory changed after you looked (perhaps in "
+                "another window, or Claude changed it). Here is what restoring would change now."
             )
     return "This change could not be made. Reload the page and try again."

@@ -171,3 +171,16 @@ class SuggestionStale(DomainError):
         self.dismissed = dismissed
         why = "was dismissed" if dismissed else "no longer holds"
         super().__init__(f"The suggestion to {kind} memory {memory_id} {why}; nothing changed.")
+
+
+class RestoreOutdated(DomainError):
+    """A revision restore confirmed after the memory changed since it was previewed: it
+    would not apply what was shown."""
+
+    def __init__(self, revision_id: int, memory_id: uuid.UUID) -> None:
+        self.revision_id = revision_id
+        self.memory_id = memory_id
+        super().__init__(
+            f"Memory {memory_id} changed after the restore of revision {revision_id} was "
+            "previewed; nothing was restored."
+        )

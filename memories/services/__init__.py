@@ -17,6 +17,8 @@ gist, compress, restoring a revision) must be the outermost, and say so with
 `atomic(durable=True)`: inside another transaction, embedding would hold SQLite's one
 write lock. They return what they wrote: a model instance (Memory, Closing) or a small
 frozen dataclass around it (Remembered, Changed, Compressed, Restored, Recalled).
+`preview_restore` reads what `restore_revision` would change (a RestorePreview), which
+the restore can then be held to.
 
 A read that an interface lays out returns plain values (ReflectPayload, ReflectHistory,
 SuggestionGroup, Ranking) or a str; an export is the document itself (`export_store`
@@ -30,11 +32,13 @@ from memories.services.curation import (
     Changed,
     Compressed,
     Restored,
+    RestorePreview,
     archive,
     compress,
     delete,
     edit,
     edit_gist,
+    preview_restore,
     promote,
     restore_revision,
     set_curation,
@@ -74,6 +78,7 @@ __all__ = [
     "ReflectDue",
     "ReflectHistory",
     "Remembered",
+    "RestorePreview",
     "Restored",
     "StoreStatus",
     "SuggestionGroup",
@@ -88,6 +93,7 @@ __all__ = [
     "export_store",
     "import_store",
     "migrate",
+    "preview_restore",
     "promote",
     "rank_memories",
     "recall",

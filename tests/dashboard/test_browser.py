@@ -359,12 +359,48 @@ def test_open_a_revision_and_restore_it(session, store, user):
     expect(revision).to_have_count(1)
     expect(revision).to_contain_text("Brews green tea every afternoon")
 
-    revision.get_by_role("button", name="Restore as it was before").click()
+    # Asking shows what would change, and changes nothing yet.
+    revision.get_by_role("button", name="Restore as it was before…").click()
+    preview = page.locator("#restore-preview")
+    expect(preview).to_contain_text("Restore as it was before this change?")
+    expect(preview.locator("tbody tr")).to_have_count(1)
+    expect(preview.locator("tbody tr")).to_contain_text("Drinks tea")
+    expect(preview.locator("tbody tr")).to_contain_text("Brews green tea every afternoon")
+    expect(preview.get_by_role("button", name="Restore 1 field")).to_be_focused()
+    assert Memory.objects.get(pk=tea.pk).gist == "Drinks tea"
+
+    preview.get_by_role("link", name="Keep it as it is").click()
+    expect(page.locator("#restore-preview")).to_have_count(0)
+    expect(page.locator("#detail-gist")).to_have_text("Drinks tea")
+
+    revision.get_by_role("button", name="Restore as it was before…").click()
+    page.locator("#restore-preview").get_by_role("button", name="Restore 1 field").click()
 
     expect(page.locator("#detail-gist")).to_have_text("Brews green tea every afternoon")
     expect(page.locator(".revision")).to_have_count(2)
     expect(page.get_by_role("status")).to_contain_text("Restored")
     assert Memory.objects.get(pk=tea.pk).gist == "Brews green tea every afternoon"
+
+
+def test_a_restore_confirmed_after_the_memory_changed_shows_the_new_preview(session, store, user):
+    from playwright.sync_api import expect
+
+    tea = store["tea"]
+    edit_gist(owner=user, memory_id=tea.pk, gist="Drinks tea", source=ChangeSource.TOOL)
+    page = session.log_in(f"/dashboard/memories/{tea.pk}/")
+    page.locator(".revision").get_by_role("button", name="Restore as it was before…").click()
+    preview = page.locator("#restore-preview")
+    expect(preview.locator("tbody tr")).to_have_count(1)
+    # Claude edits the memory while the question is on the screen.
+    edit_gist(owner=user, memory_id=tea.pk, gist="Drinks oolong", source=ChangeSource.TOOL)
+
+    preview.get_by_role("button", name="Restore 1 field").click()
+
+    expect(preview.get_by_role("alert")).to_contain_text("Nothing was restored")
+    expect(preview.locator("tbody tr")).to_contain_text("Drinks oolong")
+    assert Memory.objects.get(pk=tea.pk).gist == "Drinks oolong"
+    assert [status for status, _ in session.failed] == [409]
+    session.failed.clear()
 
 
 def test_beside_the_list_the_preview_collapses_and_stays_collapsed(session, store):

@@ -33,6 +33,7 @@ EVERY_KIND = [
     errors.UnknownRevision(7),
     errors.SuggestionStale(A, "promote", dismissed=False),
     errors.SuggestionStale(A, "archive", dismissed=True),
+    errors.RestoreOutdated(7, A),
 ]
 
 

@@ -27,6 +27,7 @@ EVERY_KIND = [
     errors.TooManyTags(55, 50),
     errors.UnknownRevision("9" * 5000),
     errors.SuggestionStale(A, "demote", dismissed=True),
+    errors.RestoreOutdated(7, A),
 ]
 
 
