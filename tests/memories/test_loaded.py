@@ -8,8 +8,7 @@ from django.test import override_settings
 
 from mcp_bridge.handlers import REFLECT_HINTS, close, recall, reflect_hint, remember, status
 from memories.models import ReflectCall
-from memories.services import ReflectDue, record_reflect, reflect, reflect_history
-from memories.services import loaded
+from memories.services import ReflectDue, loaded, record_reflect, reflect, reflect_history
 from memories.services.loaded import COALESCE_WINDOW, RECENT_REFLECT_DAYS
 from tests.conftest import NOW
 
