@@ -14,12 +14,12 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard.decorators import DashboardRequest, login_required
 from dashboard.forms import RestoreForm
 from dashboard.messages import say
+from dashboard.notes import attach_display_ids
 from memories.conf import catalog_window_days
 from memories.errors import RestoreOutdated, UnknownMemory, UnknownRevision
 from memories.models import ChangeSource, Memory, Revision
 from memories.services import preview_restore
 from memories.services import restore_revision as restore_memory_revision
-from memories.shortids import short_ids
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,9 @@ def _detail_of(request: DashboardRequest, memory: Memory) -> dict[str, Any]:
         for revision in memory.revisions.all()
     ]
     linked = _linked(request, memory)
-    shown = short_ids(request.user, [memory.pk, *(uuid.UUID(link.id) for link in linked)])
-    memory._short_id = shown[memory.pk]  # type: ignore[attr-defined]
+    shown = attach_display_ids(
+        request.user, [memory], also=(uuid.UUID(link.id) for link in linked)
+    )
     linked = [LinkedMemory(link.id, link.memory, shown[uuid.UUID(link.id)]) for link in linked]
     return {
         "memory": memory,
