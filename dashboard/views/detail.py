@@ -140,9 +140,7 @@ def _detail_of(request: DashboardRequest, memory: Memory) -> dict[str, Any]:
         for revision in memory.revisions.all()
     ]
     linked = _linked(request, memory)
-    shown = attach_display_ids(
-        request.user, [memory], also=(uuid.UUID(link.id) for link in linked)
-    )
+    shown = attach_display_ids(request.user, [memory], also=(uuid.UUID(link.id) for link in linked))
     linked = [LinkedMemory(link.id, link.memory, shown[uuid.UUID(link.id)]) for link in linked]
     return {
         "memory": memory,
