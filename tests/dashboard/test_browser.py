@@ -455,6 +455,44 @@ def test_on_a_phone_the_preview_opens_full_screen(browser, live_server_process, 
         phone.close()
 
 
+def overlaps(a: dict[str, float], b: dict[str, float]) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
+
+
+def test_on_a_phone_the_preview_button_covers_none_of_the_filter_buttons(
+    browser, live_server_process, store
+):
+    from playwright.sync_api import expect
+
+    phone = Session(
+        browser, live_server_process.url, viewport={"width": 390, "height": 844}, is_mobile=True
+    )
+    try:
+        page = phone.log_in()
+        toggle = page.locator("#preview-toggle")
+        expect(toggle).to_be_visible()
+        apply = page.locator("#filters").get_by_role("button", name="Apply")
+        clear = page.locator("#filters").get_by_role("link", name="Clear")
+        # Wherever the page is scrolled to show them: at the top, middle or bottom edge.
+        for block in ("start", "center", "end", "nearest"):
+            clear.evaluate(f"element => element.scrollIntoView({{block: '{block}'}})")
+            shown = toggle.bounding_box()
+            for control in (apply, clear):
+                assert not overlaps(shown, control.bounding_box()), (block, control)
+        expect(toggle).to_be_visible()  # still at hand, wherever the page is
+        page.get_by_label("Search").fill("tea")
+        clear.click()  # Playwright refuses a click another element would take
+        page.wait_for_url(f"{phone.base_url}/dashboard/")
+        expect(page.get_by_label("Search")).to_have_value("")
+    finally:
+        phone.close()
+
+
 def test_on_a_phone_the_memory_page_keeps_its_buttons_button_sized_and_in_order(
     browser, live_server_process, store, user
 ):
@@ -538,6 +576,31 @@ def test_the_suggestions_panel_applies_and_dismisses_in_place(session, store, ma
     expect(page.locator("#suggestions")).to_be_hidden()  # nothing left to suggest
     assert Memory.objects.get(pk=recalled.pk).core is True
     assert Memory.objects.get(pk=idle.pk).core is True  # dismissed, not applied
+
+
+def test_revoke_access_asks_first(session, user):
+    from oauth2_provider.models import AccessToken
+    from playwright.sync_api import expect
+
+    from tests.dashboard.test_account_pages import make_client_with_tokens
+
+    application = make_client_with_tokens(user, name="Claude")
+    page = session.log_in("/dashboard/clients/")
+    client = page.locator(f"#client-{application.pk}")
+
+    client.get_by_role("link", name="Revoke access…").click()
+    expect(client).to_contain_text("Revoke access for Claude?")
+    expect(client.get_by_role("button", name="Revoke access")).to_be_focused()
+    assert AccessToken.objects.filter(user=user).exists()
+    client.get_by_role("link", name="Keep access").click()
+    expect(client.get_by_role("link", name="Revoke access…")).to_be_visible()
+    assert AccessToken.objects.filter(user=user).exists()
+
+    client.get_by_role("link", name="Revoke access…").click()
+    client.get_by_role("button", name="Revoke access").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Access revoked.")
+    assert not AccessToken.objects.filter(user=user).exists()
 
 
 def test_the_preview_says_when_claude_last_loaded_the_memory(session, store, user):
