@@ -603,6 +603,33 @@ def test_revoke_access_asks_first(session, user):
     assert not AccessToken.objects.filter(user=user).exists()
 
 
+def test_a_suggestion_that_no_longer_holds_is_refused_in_the_panel(session, store, make_memory):
+    from playwright.sync_api import expect
+
+    now = timezone.now()
+    recalled = make_memory(
+        gist="Asks about the allotment every week",
+        retrieval_count=8,
+        last_retrieved=now - timedelta(days=1),
+        updated_at=now - timedelta(days=20),
+    )
+    page = session.log_in()
+    row = page.locator(f"#suggestion-promote-{recalled.pk}")
+    expect(row).to_be_visible()
+    # Promoted meanwhile (by Claude, or in another window): the suggestion is spent.
+    Memory.objects.filter(pk=recalled.pk).update(core=True)
+
+    row.get_by_role("button", name="Promote").click()
+
+    message = page.locator("#suggestions .suggestion-message")
+    expect(message).to_contain_text("Nothing was changed")
+    expect(message).to_have_attribute("role", "alert")
+    expect(page.locator(f"#suggestion-promote-{recalled.pk}")).to_have_count(0)
+    assert Memory.objects.get(pk=recalled.pk).updated_at == recalled.updated_at
+    assert [status for status, _ in session.failed] == [409]
+    session.failed.clear()
+
+
 def test_the_preview_says_when_claude_last_loaded_the_memory(session, store, user):
     from playwright.sync_api import expect
 
