@@ -184,3 +184,38 @@ class RestoreOutdated(DomainError):
             f"Memory {memory_id} changed after the restore of revision {revision_id} was "
             "previewed; nothing was restored."
         )
+
+
+class OperatorRefusal(DomainError):
+    """A refusal only the operator's tools meet (restoring a snapshot is for the admin and
+    the commands, never for Claude or the dashboard), so only str() words it."""
+
+
+class UnknownSnapshot(OperatorRefusal):
+    """No snapshot (of the owner's, when an owner asks) has this id."""
+
+    def __init__(self, snapshot_id: int) -> None:
+        self.snapshot_id = snapshot_id
+        super().__init__(f"No snapshot {snapshot_id} exists.")
+
+
+class UnreadableSnapshot(OperatorRefusal):
+    """A snapshot whose records are not a snapshot document (damaged by hand, say)."""
+
+    def __init__(self, snapshot_id: int, problem: str) -> None:
+        self.snapshot_id = snapshot_id
+        self.problem = problem
+        super().__init__(f"Snapshot {snapshot_id} cannot be read ({problem}); nothing was changed.")
+
+
+class SnapshotRecordTaken(OperatorRefusal):
+    """A record the snapshot would put back now belongs to another user."""
+
+    def __init__(self, snapshot_id: int, kind: str, record_id: uuid.UUID) -> None:
+        self.snapshot_id = snapshot_id
+        self.kind = kind  # "memory" or "closing"
+        self.record_id = record_id
+        super().__init__(
+            f"Snapshot {snapshot_id} cannot be restored: {kind} {record_id} now belongs to "
+            "another user. Nothing was changed."
+        )
