@@ -27,7 +27,7 @@ from memories.backups.state import (
 )
 from memories.conf import embedder, ranking_profile
 from memories.indexing import index_mismatch
-from memories.models import MemoryVector, RecallIndex
+from memories.models import Memory, MemoryVector, RecallIndex
 
 
 @dataclass(frozen=True)
@@ -122,13 +122,16 @@ def recall_index_is_stale(manifest: Manifest) -> str | None:
     if semantic is None:
         return None  # recall by words alone reads no vector
     current = str(settings.TAPROOT_EMBEDDER)
-    if manifest.embedder != current or (
-        MemoryVector.objects.exclude(embedder=semantic.name).exists()
-    ):
+    if manifest.embedder != current:
         return (
             f"the backup's memories were embedded with TAPROOT_EMBEDDER={manifest.embedder!r}, "
             f"and it is {current!r} here"
         )
+    vectors = MemoryVector.objects.filter(embedder=semantic.name)
+    if MemoryVector.objects.exclude(embedder=semantic.name).exists() or (
+        vectors.count() < Memory.objects.count()
+    ):
+        return f"some of the backup's memories have no vector of the {semantic.name} embedder"
     return None
 
 

@@ -232,3 +232,43 @@ def test_a_dump_that_fails_midway_leaves_the_database_as_it_was(store, tmp_path)
 
     assert whole_database() == before
     assert the_backup(tmp_path / "kept")  # --force had backed it up first
+
+
+def test_an_index_built_for_another_ranking_profile_is_rebuilt_with_a_message(
+    user, make_memory, seed_profile, tmp_path, empty_database
+):
+    make_memory(gist="Running in the gardens", content="What a morning")
+    made = backup_into(tmp_path / "backups")
+    assert manifest_of(made).ranking == "seed"
+
+    done = manage("restore_taproot", str(made), database_url=empty_database)
+
+    assert done.returncode == 0, done.stderr
+    assert (
+        "Rebuilding the recall index: the backup's recall index was built for the 'seed' "
+        "ranking profile, and TAPROOT_RANKING is 'taproot' here." in done.stdout
+    )
+    assert query(empty_database, "SELECT profile FROM memories_recallindex") == [("taproot",)]
+
+
+def test_memories_without_vectors_get_them_when_the_embedder_is_on(
+    user, make_memory, lexical_only, tmp_path, empty_database
+):
+    make_memory(gist="Cello practice", content="Morning scales before work")
+    made = backup_into(tmp_path / "backups")
+    assert manifest_of(made).embedder == "none"
+
+    done = manage("restore_taproot", str(made), database_url=empty_database)
+
+    assert done.returncode == 0, done.stderr
+    assert "embedded with TAPROOT_EMBEDDER='none', and it is 'wordllama' here" in done.stdout
+    assert query(empty_database, "SELECT embedder FROM memories_memoryvector") == [
+        ("wordllama-l2_supercat-256",)
+    ]
+
+
+def test_an_index_that_fits_is_not_rebuilt(store, tmp_path, empty_database):
+    done = manage("restore_taproot", str(backup_into(tmp_path)), database_url=empty_database)
+
+    assert done.returncode == 0, done.stderr
+    assert "Rebuilding the recall index" not in done.stdout
