@@ -157,19 +157,23 @@ def restore(
         )
         assert script.stdout is not None and writer.stdin is not None
         sent = _feed(script.stdout, writer.stdin, start, tables, progress)
+        if not sent:
+            script.kill()  # psql stopped reading: pg_restore would wait on it forever
         script_ok = script.wait() == 0
         if sent:
-            # Committed only when the whole script went in and every count matches.
+            # Committed only when the whole script went in and every count matches. After
+            # a script cut short (inside a table's rows, perhaps) psql never sees COMMIT,
+            # and the transaction it began is rolled back when it ends.
             _send(writer.stdin, (check + "COMMIT;\n") if script_ok else "ROLLBACK;\n")
         with contextlib.suppress(BrokenPipeError):
             writer.stdin.close()
         written = writer.wait() == 0
-        if not script_ok:
+        if sent and not script_ok:
             raise BackupError(
                 "pg_restore could not read the whole dump, so nothing was restored "
                 f"({_last_error(_read(restore_errors))})."
             )
-        if not written or not sent:
+        if not sent or not written:
             raise BackupError(
                 "Writing the backup into the database failed, and it was left as it was "
                 f"({_last_error(_read(psql_errors))})."

@@ -234,6 +234,32 @@ def test_a_dump_that_fails_midway_leaves_the_database_as_it_was(store, tmp_path)
     assert the_backup(tmp_path / "kept")  # --force had backed it up first
 
 
+def test_a_backup_whose_rows_differ_from_its_manifest_is_refused_and_changes_nothing(
+    store, tmp_path
+):
+    """SQLite counts the copy's rows before writing it; PostgreSQL counts them in the
+    restore's own transaction, and rolls it back."""
+    made = backup_into(tmp_path / "backups")
+    tables = manifest_of(made).tables
+    wrong = repacked(
+        made,
+        tmp_path / "wrong",
+        tables={**tables, "memories_memory": tables["memories_memory"] + 1},
+    )
+    before = whole_database()
+
+    with pytest.raises(CommandError) as refused:
+        restore(str(wrong), "--force", "--output", str(tmp_path / "kept"))
+
+    message = str(refused.value)
+    if is_postgres():
+        assert "left as it was" in message
+        assert "the table memories_memory does not hold the 4 rows the backup lists" in message
+    else:
+        assert "does not hold the rows its manifest lists" in message
+    assert whole_database() == before
+
+
 def test_an_index_built_for_another_ranking_profile_is_rebuilt_with_a_message(
     user, make_memory, seed_profile, tmp_path, empty_database
 ):
