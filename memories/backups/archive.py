@@ -3,7 +3,7 @@ database (a SQLite file, or a pg_dump archive in its custom format) and, last, t
 manifest with the database's SHA-256. One file, so a copy kept elsewhere is whole or
 plainly not; `tar -xf` opens it with nothing but standard tools.
 
-The archive is written under a hidden temporary name and renamed into place only once
+The archive is written under a hidden temporary name and given its own only once
 complete, so a backup that fails midway never leaves a file that looks like a backup.
 Backups hold every account's data and password hashes: the files are readable by their
 owner only, and so is a folder the command creates.
@@ -176,18 +176,23 @@ def read_archive(
 
 def _link_free_name(partial: Path, folder: Path, taken_at: datetime) -> Path:
     """Give the finished file its name, never taking one another backup has: a hard link
-    fails rather than replace a file."""
+    fails rather than replace a file (where the filesystem has no hard links, the name is
+    checked first, then taken by a rename)."""
     stamp = taken_at.strftime("%Y%m%dT%H%M%SZ")
     sequence = 1
     while True:
-        final = folder / (
-            f"taproot-{stamp}.tar" if sequence == 1 else f"taproot-{stamp}-{sequence}.tar"
-        )
+        name = f"taproot-{stamp}.tar" if sequence == 1 else f"taproot-{stamp}-{sequence}.tar"
+        final = folder / name
         try:
             os.link(partial, final)
         except FileExistsError:
             sequence += 1
             continue
+        except OSError:
+            if final.exists():
+                sequence += 1
+                continue
+            os.rename(partial, final)
         return final
 
 
