@@ -4,7 +4,6 @@ inside it, the schema it is at — so that a damaged, cut-short or foreign file 
 before anything changes. Migrating and rebuilding the recall index come after, from the
 command (restore_taproot)."""
 
-import sqlite3
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -19,12 +18,7 @@ from memories.backups.backup import Backup, take_backup
 from memories.backups.errors import BackupError
 from memories.backups.manifest import BEFORE_RESTORE, KINDS, POSTGRESQL, SQLITE, Manifest
 from memories.backups.progress import Progress
-from memories.backups.state import (
-    check_migrations_known,
-    describe_held,
-    held_data,
-    table_rows,
-)
+from memories.backups.state import check_migrations_known, describe_held, held_data
 from memories.conf import embedder, ranking_profile
 from memories.indexing import index_mismatch
 from memories.models import Memory, MemoryVector, RecallIndex
@@ -78,7 +72,7 @@ def restore_backup(
                 raise BackupError(
                     f"{path} is damaged: its database does not hold the rows its manifest lists."
                 )
-            held = held_data(_sqlite_rows(target))
+            held = held_data(sqlite.held_rows(target))
         else:
             data_tables = postgres.read_dump(
                 database, set(manifest.tables), what=f"The database in {path}", progress=progress
@@ -133,29 +127,6 @@ def recall_index_is_stale(manifest: Manifest) -> str | None:
     ):
         return f"some of the backup's memories have no vector of the {semantic.name} embedder"
     return None
-
-
-def _sqlite_rows(path: Path) -> dict[str, int]:
-    """Every table's rows in the SQLite database at `path`; none when there is none."""
-    if not path.exists() or path.stat().st_size == 0:
-        return {}
-    try:
-        database = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as error:
-        raise BackupError(f"Cannot open the database at {path}: {error}.") from None
-    try:
-        cursor = database.cursor()
-        cursor.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-        return table_rows(cursor, [row[0] for row in cursor.fetchall()], sqlite.quote)
-    except sqlite3.DatabaseError as error:
-        raise BackupError(
-            f"The file at {path} is not a SQLite database ({error}): move it away, or point "
-            "DATABASE_URL at another path."
-        ) from None
-    finally:
-        database.close()
 
 
 def _forget_connections(using: str) -> None:

@@ -79,15 +79,32 @@ def read_copy(
         if problems != ["ok"]:
             raise BackupError(f"{damaged} ({'; '.join(problems[:3])}).")
         cursor = copy.cursor()
-        cursor.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-        tables = [row[0] for row in cursor.fetchall()]
+        tables = _tables(cursor)
         return state.table_rows(cursor, tables, quote), state.applied_migrations(cursor, tables)
     except sqlite3.DatabaseError as error:
         raise BackupError(f"{damaged} ({error}).") from None
     finally:
         copy.close()
+
+
+def held_rows(path: Path) -> dict[str, int]:
+    """Every table's rows in the SQLite database at `path`; none when there is none."""
+    if not path.exists() or path.stat().st_size == 0:
+        return {}
+    try:
+        database = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise BackupError(f"Cannot open the database at {path}: {error}.") from None
+    try:
+        cursor = database.cursor()
+        return state.table_rows(cursor, _tables(cursor), quote)
+    except sqlite3.DatabaseError as error:
+        raise BackupError(
+            f"The file at {path} is not a SQLite database ({error}): move it away, or point "
+            "DATABASE_URL at another path."
+        ) from None
+    finally:
+        database.close()
 
 
 def restore_into(source: Path, target: Path, *, progress: Progress) -> None:
@@ -113,6 +130,13 @@ def restore_into(source: Path, target: Path, *, progress: Progress) -> None:
     finally:
         live.close()
         backup.close()
+
+
+def _tables(cursor: sqlite3.Cursor) -> list[str]:
+    cursor.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    )
+    return [row[0] for row in cursor.fetchall()]
 
 
 def _follow(
