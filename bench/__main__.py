@@ -494,6 +494,7 @@ def run_http(
         combined["client_mode"] = result["client_mode"]
         combined["latency"].extend(result["latency"])
         combined["throughput"].extend(result["throughput"])
+        combined.setdefault("bursts", []).extend(result.get("bursts", []))
         if "profile" in result:
             combined.setdefault("profiles", []).append(result["profile"])
     add_transport_overhead(combined, service_runs, args.http_size)

@@ -334,6 +334,54 @@ async def throughput(
     }
 
 
+# A burst: the tool calls of one message sent at once, as Claude sends them, on the one
+# token Claude.ai keeps for a person (issue 22: 28 calls, 22 of them refused before).
+BURST_RECALLS = 20
+BURST_WRITES = 8
+BURSTS = 5
+
+
+async def bursts(url: str, token: str, workload: Workload, count: int) -> dict[str, Any]:
+    """`count` bursts of BURST_RECALLS recalls and BURST_WRITES remembers sent at once on
+    one session, one burst after the other: how many calls failed (a refusal raises in the
+    MCP client), how long each call and each whole burst took."""
+    calls: list[float] = []
+    whole: list[float] = []
+    failed = 0
+
+    async def one(client: Any, call: Call) -> None:
+        nonlocal failed
+        started = time.perf_counter()
+        try:
+            ok = await _call(client, call)
+        except Exception:
+            ok = False
+        calls.append((time.perf_counter() - started) * 1000)
+        failed += not ok
+
+    async with AsyncExitStack() as stack:
+        client = await open_client(stack, url, token)
+        await _call(client, workload.call_for("recall", 0))  # warm-up
+        for n in range(count):
+            burst = [
+                workload.call_for("recall", n * BURST_RECALLS + i) for i in range(BURST_RECALLS)
+            ]
+            burst += [workload.remember() for _ in range(BURST_WRITES)]
+            started = time.perf_counter()
+            await asyncio.gather(*(one(client, call) for call in burst))
+            whole.append((time.perf_counter() - started) * 1000)
+    per_call = summarise(calls)
+    return {
+        "bursts": count,
+        "calls": len(calls),
+        "failed": failed,
+        "burst_median_ms": summarise(whole).median_ms,
+        "burst_max_ms": round(max(whole), 1),
+        "call_median_ms": per_call.median_ms,
+        "call_max_ms": round(max(calls), 1),
+    }
+
+
 def run(
     *,
     database_url: str,
@@ -356,7 +404,12 @@ def run(
     tokens = [issue_token(workload.owner) for _ in range(max(CLIENTS))]
     token = tokens[0]
     connection.close()
-    result: dict[str, Any] = {"client_mode": CLIENT_MODE, "latency": [], "throughput": []}
+    result: dict[str, Any] = {
+        "client_mode": CLIENT_MODE,
+        "latency": [],
+        "throughput": [],
+        "bursts": [],
+    }
     for workers in WORKERS:
         with uvicorn_server(database_url, port, workers) as url:
             if workers == 1:
@@ -366,6 +419,8 @@ def run(
                 for clients in CLIENTS:
                     row = asyncio.run(throughput(url, tokens, workload, clients, seconds, mix))
                     result["throughput"].append({"backend": backend, "workers": workers, **row})
+            row = asyncio.run(bursts(url, token, workload, BURSTS))
+            result["bursts"].append({"backend": backend, "workers": workers, **row})
     if profile_dir is not None:
         out = profile_dir / f"profile-http-{backend}-recall-by-ids.txt"
         found = profile(database_url, port, token, workload, max(plan.budget_s, 5.0), out)

@@ -613,6 +613,35 @@ def http_section(results: dict[str, Any]) -> str:
                 throughput,
             )
         )
+    bursts = [
+        (
+            BACKEND_LABELS.get(r["backend"], r["backend"]),
+            r["workers"],
+            r["calls"],
+            r["failed"],
+            ms(r["burst_median_ms"]),
+            ms(r["burst_max_ms"]),
+            ms(r["call_median_ms"]),
+            ms(r["call_max_ms"]),
+        )
+        for r in http.get("bursts", [])
+    ]
+    if bursts:
+        parts.append(
+            table(
+                (
+                    "database",
+                    "workers",
+                    "calls",
+                    "failed",
+                    "burst median ms",
+                    "burst max ms",
+                    "call median ms",
+                    "call max ms",
+                ),
+                bursts,
+            )
+        )
     return "\n\n".join(parts)
 
 

@@ -4,29 +4,33 @@ uvicorn hands the application a request as soon as its headers are in and has no
 on how long the body may take. A request that borrowed a database connection first (the
 bearer-token lookup does) and then waited for a body sent a few bytes at a time would
 hold that connection all along, and a handful of such requests would leave every other
-user waiting for one. So each /mcp request first takes a slot among the requests its
-token may have in progress at once, then arrives whole within a deadline, and only then
-reaches anything that uses the database.
+user waiting for one. So each /mcp request, in order:
+
+1. without a bearer token of the right shape in its Authorization header, is answered
+   401 at once, its body unread (the SDK's challenge: how a client finds the sign-in);
+2. arrives whole within a deadline, its bytes counted against what the process may hold
+   for requests that are not running yet (503 past it);
+3. has its token looked up: one query, on a database thread, connection given back;
+4. waits, holding no database connection, for one of the places its user may have in
+   progress at once (all of the user's tokens together), up to a bound (then 429);
+5. only then reaches the MCP SDK's app and the tool.
 
 `McpAdmission` is that gate: the ASGI app the site's dispatcher (taproot_site.asgi) mounts
-at /mcp. It answers each refusal itself (429, 408, 413, 503, or nothing to a client that
-left, logged as 499), writes the request's log line (mcp_bridge.request_log), and hands
-what it admits to the MCP SDK's Streamable HTTP app.
+at /mcp. It answers each refusal itself (401 by way of the SDK, 405, 408, 413, 429, 503,
+or nothing to a client that left, logged as 499), writes the request's log line
+(mcp_bridge.request_log), and hands what it admits to the MCP SDK's Streamable HTTP app.
 """
 
-import hashlib
 import json
-from collections import Counter
 from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
     Iterable,
-    Iterator,
     Mapping,
     MutableMapping,
 )
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -35,6 +39,7 @@ from django.db import DatabaseError
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from mcp_bridge import database
+from mcp_bridge.capacity import BufferBudget, BufferClaim, BufferFull, UserSlots
 from mcp_bridge.database import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
 from mcp_bridge.request_log import RequestRecord, current_record, logger
 
@@ -67,10 +72,17 @@ def _jsonrpc_error(message: str) -> bytes:
     ).encode()
 
 
-TOO_MANY_REQUESTS = _jsonrpc_error(
-    "Too many requests at once with this token: wait for one to finish, then try again."
+BUFFER_FULL = _jsonrpc_error(
+    f"Taproot is receiving too many requests at once. Try again in {RETRY_AFTER_SECONDS} seconds."
 )
 DATABASE_BUSY = _jsonrpc_error(BUSY_MESSAGE)
+
+
+def too_many_requests(waited: float) -> bytes:
+    return _jsonrpc_error(
+        "Too many requests at once for this account: this one waited "
+        f"{waited:g} seconds for others to finish. Try again in {RETRY_AFTER_SECONDS} seconds."
+    )
 
 
 class ClientGone(Exception):
@@ -91,11 +103,20 @@ def declared_length(scope: Scope) -> int | None:
     return None
 
 
-async def read_body(receive: Receive, *, timeout: float, limit: int) -> bytes:
+def has_body(scope: Scope) -> bool:
+    """Whether the request says a body follows its headers."""
+    size = declared_length(scope)
+    return (size is not None and size > 0) or _header(scope, b"transfer-encoding") is not None
+
+
+async def read_body(
+    receive: Receive, *, timeout: float, limit: int, claim: BufferClaim | None = None
+) -> bytes:
     """The whole request body, or TimeoutError when it takes longer than `timeout` seconds.
 
-    Raises ClientGone when the client disconnects first and BodyTooLarge past `limit`
-    bytes (nothing more is read then).
+    Raises ClientGone when the client disconnects first, BodyTooLarge past `limit` bytes
+    and BufferFull when `claim` cannot grow to hold what arrived (nothing more is read
+    then).
     """
     body = bytearray()
     with anyio.fail_after(timeout):
@@ -106,6 +127,8 @@ async def read_body(receive: Receive, *, timeout: float, limit: int) -> bytes:
             body += message.get("body", b"")
             if len(body) > limit:
                 raise BodyTooLarge
+            if claim is not None:
+                claim.grow_to(len(body))
             if not message.get("more_body", False):
                 return bytes(body)
 
@@ -121,42 +144,6 @@ def replaying(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return receive_again
-
-
-class TokenSlots:
-    """How many /mcp requests each bearer token has in progress in this process.
-
-    Keyed by a digest of the Authorization header, so the table holds no token, and a
-    token's entry lasts only while it has requests in progress. One event loop serves
-    them all: no lock is needed.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.in_progress: Counter[str] = Counter()
-
-    @contextmanager
-    def hold(self, authorization: bytes | None) -> Iterator[bool]:
-        """Takes a slot for the token for the duration of the block; yields False (and
-        takes none) when the token already has `limit` requests in progress.
-
-        A request without a token needs no slot: it is answered with the 401 challenge,
-        without touching the database.
-        """
-        if authorization is None:
-            yield True
-            return
-        key = hashlib.sha256(authorization).hexdigest()
-        if self.in_progress[key] >= self.limit:
-            yield False
-            return
-        self.in_progress[key] += 1
-        try:
-            yield True
-        finally:
-            self.in_progress[key] -= 1
-            if not self.in_progress[key]:
-                del self.in_progress[key]
 
 
 class McpAdmission:
@@ -175,7 +162,10 @@ class McpAdmission:
         self.path = MCP_PATH
         self.mcp = build_endpoint()
         self.body_timeout = settings.TAPROOT_MCP_BODY_TIMEOUT
-        self.token_slots = TokenSlots(settings.TAPROOT_MCP_REQUESTS_PER_TOKEN)
+        self.buffered = BufferBudget(settings.TAPROOT_MCP_BUFFER_MB * 1024 * 1024)
+        self.user_slots = UserSlots(
+            settings.TAPROOT_MCP_REQUESTS_PER_USER, settings.TAPROOT_MCP_QUEUE_TIMEOUT
+        )
         self.running = False
 
     @asynccontextmanager
@@ -190,13 +180,8 @@ class McpAdmission:
         database.shutdown()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve one /mcp request without letting a slow or greedy client hold the database.
-
-        In order: a slot among the requests its token may have in progress at once; the
-        whole body, within TAPROOT_MCP_BODY_TIMEOUT; only then anything that needs the
-        database (see serve_with_database). Each refusal is an answer of its own: 429,
-        408, 413, or none to a client that left (logged as 499).
-        """
+        """Serve one /mcp request without letting a slow, greedy or anonymous client hold
+        the database or the process's memory (the steps of this module's docstring)."""
         record = RequestRecord(http_method=scope.get("method", "?"))
         token = current_record.set(record)
 
@@ -218,35 +203,80 @@ class McpAdmission:
                 # 401 challenge is how a client finds the sign-in.
                 await _send_json(send_noting_status, 405, NO_EVENT_STREAM, [(b"allow", b"POST")])
                 return
-            with self.token_slots.hold(authorization) as admitted:
-                if not admitted:
-                    record.outcome = "too_many_requests"
-                    await _send_json(
-                        send_noting_status, 429, TOO_MANY_REQUESTS, [RETRY_AFTER, CLOSE]
-                    )
-                    return
-                body = await self.whole_body(scope, receive, send_noting_status, record)
-                if body is not None:
-                    await self.serve_with_database(
-                        scope, replaying(body, receive), send_noting_status, record
-                    )
+            bearer = self.auth.bearer_credentials(authorization)
+            if bearer is None:
+                await self.challenge(scope, receive, send_noting_status)
+                return
+            await self.admit(scope, receive, send_noting_status, record, bearer)
         finally:
-            user = scope.get("user")
-            access_token = getattr(user, "access_token", None)
-            record.user_id = getattr(access_token, "subject", None)
+            if record.user_id is None:
+                user = scope.get("user")
+                access_token = getattr(user, "access_token", None)
+                record.user_id = getattr(access_token, "subject", None)
             current_record.reset(token)
             logger.info("%s", record.line())
 
+    async def challenge(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's 401 challenge to a request without a bearer token of the right shape:
+        before its body is read and without the database. The header is left out, so the
+        SDK has nothing to look up; the connection is closed when a body was coming."""
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"authorization"]
+        closing = has_body(scope)
+
+        async def send_closing(message: Mapping[str, Any]) -> None:
+            if closing and message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), CLOSE]}
+            await send(message)
+
+        await self.mcp.app({**scope, "headers": headers}, receive, send_closing)
+
+    async def admit(
+        self, scope: Scope, receive: Receive, send: Send, record: RequestRecord, bearer: str
+    ) -> None:
+        """Steps 2 to 5 for a request with a bearer token of the right shape."""
+        # The SDK's bearer middleware takes the token to be all that follows the header's
+        # first seven characters ("Bearer "): it is given that spelling, so it reads the
+        # token our verifier is told about below, whatever spacing the client used.
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"authorization"]
+        headers.append((b"authorization", b"Bearer " + bearer.encode("ascii")))
+        scope = {**scope, "headers": headers}
+        claim = self.buffered.claim()
+        try:
+            body = await self.whole_body(scope, receive, send, record, claim)
+            if body is None:
+                return
+            try:
+                access = await self.auth.check_token(bearer)
+            except DatabaseError as error:
+                if not is_pool_timeout(error):
+                    raise
+                record.outcome = "database_busy"
+                await _send_json(send, 503, DATABASE_BUSY, [RETRY_AFTER])
+                return
+            with self.auth.checked_token(bearer, access):
+                if access is None:
+                    # The SDK's own 401 challenge (SPEC §9).
+                    claim.release()
+                    await self.mcp.app(scope, replaying(body, receive), send)
+                    return
+                record.user_id = str(access.user.pk)
+                await self.serve_in_turn(
+                    record.user_id, scope, replaying(body, receive), send, record, claim
+                )
+        finally:
+            claim.release()
+
     async def whole_body(
-        self, scope: Scope, receive: Receive, send: Send, record: RequestRecord
+        self, scope: Scope, receive: Receive, send: Send, record: RequestRecord, claim: BufferClaim
     ) -> bytes | None:
         """The request body, or None once the request is answered (or its client gone)."""
         size = declared_length(scope)
         try:
             if size is not None and size > DEFAULT_MAX_REQUEST_BODY_SIZE:
                 raise BodyTooLarge
+            claim.grow_to(size or 0)
             return await read_body(
-                receive, timeout=self.body_timeout, limit=DEFAULT_MAX_REQUEST_BODY_SIZE
+                receive, timeout=self.body_timeout, limit=DEFAULT_MAX_REQUEST_BODY_SIZE, claim=claim
             )
         except ClientGone:
             # Nothing to answer and nothing went wrong on this side.
@@ -261,33 +291,35 @@ class McpAdmission:
             await _send_json(send, 408, _jsonrpc_error(message), [CLOSE])
         except BodyTooLarge:
             await _send(send, 413, BODY_TOO_LARGE, b"text/plain; charset=utf-8", [CLOSE])
+        except BufferFull:
+            record.outcome = "buffer_full"
+            await _send_json(send, 503, BUFFER_FULL, [RETRY_AFTER, CLOSE])
         return None
 
-    async def serve_with_database(
-        self, scope: Scope, receive: Receive, send: Send, record: RequestRecord
+    async def serve_in_turn(
+        self,
+        user: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        record: RequestRecord,
+        claim: BufferClaim,
     ) -> None:
-        """The part of a request that may use the database, once its body is in.
+        """The request, once one of its user's places is free (429 when none came free
+        within TAPROOT_MCP_QUEUE_TIMEOUT).
 
-        The bearer token is looked up first: one query, on a database thread (see
-        mcp_bridge.database), and a pool with no free connection is answered 503 here.
-        The SDK's app then runs knowing the outcome: its bearer middleware asks our
-        verifier, which answers from that lookup, and a request without a valid token
-        gets the SDK's own 401 challenge (SPEC §9). A tool call makes the request's
-        second and last trip to a database thread; nothing else in the request does.
+        The token was looked up on a database thread that has given its connection back;
+        a tool call makes the request's second and last trip there. Nothing else in the
+        request touches the database.
         """
-        raw_token = self.auth.bearer_token(scope.get("headers", []))
-        if raw_token is None:
-            await self.mcp.app(scope, receive, send)
-            return
-        try:
-            access = await self.auth.check_token(raw_token)
-        except DatabaseError as error:
-            if not is_pool_timeout(error):
-                raise
-            record.outcome = "database_busy"
-            await _send_json(send, 503, DATABASE_BUSY, [RETRY_AFTER])
-            return
-        with self.auth.checked_token(raw_token, access):
+        async with self.user_slots.hold(user) as admitted:
+            # Running (or refused) now: its body no longer waits on this process.
+            claim.release()
+            if not admitted:
+                record.outcome = "too_many_requests"
+                message = too_many_requests(self.user_slots.wait)
+                await _send_json(send, 429, message, [RETRY_AFTER])
+                return
             await self.mcp.app(scope, receive, send)
 
 

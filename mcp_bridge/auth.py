@@ -17,6 +17,7 @@ the two to the same values for every kind of token the table holds.
 
 import contextvars
 import functools
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -189,16 +190,20 @@ def find_access_token(raw_token: str) -> UserAccessToken | None:
     )
 
 
-def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """The token of a request's `Authorization: Bearer …` header, read as the SDK's
-    bearer middleware reads it; None when there is none."""
-    header = next((value for name, value in headers if name.lower() == b"authorization"), None)
-    if header is None:
+# RFC 6750 §2.1: the scheme in any case, one or more spaces, a token68. ASCII only (bytes).
+_BEARER_CREDENTIALS = re.compile(rb"(?i:bearer) +([A-Za-z0-9\-._~+/]+=*)")
+
+
+def bearer_credentials(authorization: bytes | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, however the scheme is
+    spelled ("Bearer", "bearer", several spaces); None when there is no header or it is
+    not a bearer token of the right shape (one no token of ours could match)."""
+    if authorization is None:
         return None
-    text = header.decode("latin-1")
-    if not text.lower().startswith("bearer "):
+    found = _BEARER_CREDENTIALS.fullmatch(authorization)
+    if found is None or len(found[1]) > MAX_TOKEN_LENGTH:
         return None
-    return text[7:]
+    return found[1].decode("ascii")
 
 
 # The outcome of the current request's token lookup: (raw token, what it verified to).

@@ -184,18 +184,35 @@ def coerce_string_list(
 
 _HEX_DIGITS = frozenset("0123456789abcdef")
 _UUID_HEX_LENGTH = 32
+# Longer than any way of writing an id (a whole one, with hyphens and catalog brackets).
+MAX_ID_TEXT = 100
 ID_FORMAT = (
     f"the id of one of your memories, as shown in the catalog (its first {SHORT_ID_MIN} or "
     "more characters) or whole"
 )
 
 
+# The most digits a whole id written out without hyphens has; a longer number is no id.
+_MAX_ID_NUMBER = 10**_UUID_HEX_LENGTH
+
+
+def id_text(value: Any) -> Any:
+    """An id as models send it: a JSON number that is all digits is read as its digits (the
+    MCP Inspector sends a short id such as 12345678 so); anything else is returned as sent.
+    A negative or fractional number is not all digits and stays a number."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_ID_NUMBER:
+        return str(value)
+    return value
+
+
 def parse_memory_ref(value: Any) -> uuid.UUID | str | None:
     """A memory id as a tool may send it: the whole id (a UUID), or a prefix of at least
     SHORT_ID_MIN hex characters (hyphens, and the brackets of a catalog line, ignored),
-    returned as lowercase hex. None when it is neither."""
+    returned as lowercase hex; an all-digit number counts as its digits (id_text). None
+    when it is neither."""
     if isinstance(value, uuid.UUID):
         return value
+    value = id_text(value)
     if not isinstance(value, str):
         return None
     text = value.strip().strip("[]").strip()
@@ -207,6 +224,14 @@ def parse_memory_ref(value: Any) -> uuid.UUID | str | None:
     if SHORT_ID_MIN <= len(digits) < _UUID_HEX_LENGTH and set(digits) <= _HEX_DIGITS:
         return digits
     return None
+
+
+def not_an_id(value: Any, *, field: str) -> InvalidInput:
+    """The refusal of a value that parse_memory_ref could not read as an id; one sent as
+    something other than text is told that ids are strings."""
+    if isinstance(value, str):
+        return InvalidInput(f"{field} must be {ID_FORMAT} (got {shown(value)}).")
+    return InvalidInput(f"{field} must be a string: {ID_FORMAT} (got {shown(value)}).")
 
 
 def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
@@ -223,7 +248,7 @@ def coerce_memory_ref(value: Any, *, field: str = "memory_id") -> uuid.UUID | st
         raise InvalidInput(f"{field} is required: {ID_FORMAT}.")
     memory_ref = parse_memory_ref(value)
     if memory_ref is None:
-        raise InvalidInput(f"{field} must be {ID_FORMAT} (got {shown(value)}).")
+        raise not_an_id(value, field=field)
     return memory_ref
 
 
@@ -233,6 +258,27 @@ def memory_ref(value: Any, *, field: str = "memory_id") -> MemoryRef:
     if isinstance(ref, uuid.UUID):
         return ref
     return IdPrefix(ref, value if isinstance(value, str) else str(value))
+
+
+def id_items(value: Any, *, field: str) -> list[Any]:
+    """The entries of a list argument of memory ids, as sent (see parse_list_argument); an
+    all-digit number, like a bare string, is a list of one."""
+    try:
+        return parse_list_argument(id_text(value))
+    except InvalidInput:
+        raise InvalidInput(
+            f"{field} must be a list of memory ids, each a string (got {shown(value)})."
+        ) from None
+
+
+def coerce_id_strings(value: Any, *, field: str, max_items: int) -> list[str]:
+    """A list argument of memory ids as distinct non-blank strings, entries sent as
+    all-digit numbers read as their digits (id_text); for a caller that judges each entry
+    itself."""
+    if value is None:
+        return []
+    items = [id_text(item) for item in id_items(value, field=field)]
+    return coerce_string_list(items, field=field, max_items=max_items, max_length=MAX_ID_TEXT)
 
 
 @dataclass(frozen=True)
@@ -256,10 +302,7 @@ def split_id_list(value: Any, *, field: str, max_items: int) -> IdList:
     For a caller that skips what names no memory instead of refusing the whole list; blank
     and null entries are left out, and only the list itself, or its length, is refused.
     """
-    try:
-        items = parse_list_argument(value)
-    except InvalidInput:
-        raise InvalidInput(f"{field} must be a list of memory ids (got {shown(value)}).") from None
+    items = id_items(value, field=field)
     ids: dict[uuid.UUID, None] = {}  # a dict: distinct, in the order given
     prefixes: dict[str, Any] = {}
     malformed: list[Any] = []
@@ -282,10 +325,10 @@ def split_id_list(value: Any, *, field: str, max_items: int) -> IdList:
 
 def coerce_id_list(value: Any, *, field: str, max_items: int) -> IdList:
     """Like split_id_list, but an entry that is not an id (nor a prefix) refuses the list."""
-    raw = coerce_string_list(value, field=field, max_items=max_items, max_length=100)
-    for item in raw:
-        coerce_memory_ref(item, field=f"each entry of {field}")
-    return split_id_list(raw, field=field, max_items=max_items)
+    id_list = split_id_list(value, field=field, max_items=max_items)
+    if id_list.malformed:
+        raise not_an_id(id_list.malformed[0], field=f"each entry of {field}")
+    return id_list
 
 
 def coerce_since(value: Any) -> datetime:

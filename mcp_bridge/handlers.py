@@ -183,8 +183,8 @@ def remember(
         given["search_keywords"] = read.coerce_string_list(search_keywords, field="search_keywords")
     malformed: list[str] = []
     if linked_memories is not None:
-        links = read.coerce_string_list(
-            linked_memories, field="linked_memories", max_items=MAX_LINKS, max_length=100
+        links = read.coerce_id_strings(
+            linked_memories, field="linked_memories", max_items=MAX_LINKS
         )
         given["linked_memories"], malformed = _link_refs(links)
     if not creating and not given:
@@ -316,8 +316,10 @@ def recall_filters(
         prefixes = [IdPrefix(hex, str(sent)) for hex, sent in id_list.prefixes.items()]
         if id_list.malformed:
             # One bad entry must not cost the others: it is skipped, and named.
+            strings = all(isinstance(item, str) for item in id_list.malformed)
             warnings.append(
-                f"Skipped entries of ids that are not memory ids (send {read.ID_FORMAT}): "
+                "Skipped entries of ids that are not memory ids "
+                f"(send {'' if strings else 'each as a string: '}{read.ID_FORMAT}): "
                 + ", ".join(shown(item) for item in id_list.malformed)
                 + "."
             )

@@ -73,11 +73,21 @@ TAPROOT_REGISTRATION_WINDOW_SECONDS = env_int(
 # last failure. Addresses follow the registration limit's rule (TAPROOT_TRUSTED_PROXIES).
 TAPROOT_LOGIN_FAILURE_LIMIT = env_int("TAPROOT_LOGIN_FAILURE_LIMIT", 10, minimum=1)
 TAPROOT_LOGIN_LOCKOUT_MINUTES = env_int("TAPROOT_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
-# /mcp against clients that hold the server up: seconds a request body has to arrive
-# whole (then 408), and requests one token may have in progress at once in each worker
-# (more are answered 429). Neither holds a database connection while it waits.
+# /mcp against clients that hold the server up (mcp_bridge.admission): seconds a request
+# body has to arrive whole (then 408); MiB of bodies each worker holds for requests not
+# running yet (past it, 503; at least one body of the largest size, 4 MiB); requests one
+# user (all their tokens) may have in progress at once in each worker, and seconds a
+# request past that waits for its turn (then 429). None holds a database connection
+# while it waits.
 TAPROOT_MCP_BODY_TIMEOUT = env_int("TAPROOT_MCP_BODY_TIMEOUT", 10, minimum=1)
-TAPROOT_MCP_REQUESTS_PER_TOKEN = env_int("TAPROOT_MCP_REQUESTS_PER_TOKEN", 5, minimum=1)
+TAPROOT_MCP_BUFFER_MB = env_int("TAPROOT_MCP_BUFFER_MB", 64, minimum=4)
+TAPROOT_MCP_REQUESTS_PER_USER = env_int("TAPROOT_MCP_REQUESTS_PER_USER", 8, minimum=1)
+TAPROOT_MCP_QUEUE_TIMEOUT = env_int("TAPROOT_MCP_QUEUE_TIMEOUT", 10, minimum=0)
+if "TAPROOT_MCP_REQUESTS_PER_TOKEN" in os.environ:
+    raise ImproperlyConfigured(
+        "TAPROOT_MCP_REQUESTS_PER_TOKEN is no longer read: the limit now counts all of a "
+        "user's tokens together. Rename it TAPROOT_MCP_REQUESTS_PER_USER (default 8)."
+    )
 CATALOG_WINDOW_DAYS = env_int("CATALOG_WINDOW_DAYS", 45, minimum=0)
 # The reflect payload never passes this many tokens; below 2,000 its fixed parts (the notes,
 # the counts) might not fit.

@@ -230,3 +230,15 @@ def test_the_replay_targets_are_judged_for_taproot_as_shipped() -> None:
         "| observation | cold_first, after the replay | ≥ 0.9 | 0.40 (25 probes) | **missed** |",
     ]
     assert report.replay_targets_section({}) == "Not measured."
+
+
+def test_the_http_section_shows_each_burst_row() -> None:
+    results = _results()
+    results["http"]["bursts"] = [
+        {"backend": "sqlite", "workers": 1, "bursts": 5, "calls": 140, "failed": 0,
+         "burst_median_ms": 412.0, "burst_max_ms": 530.5, "call_median_ms": 201.0,
+         "call_max_ms": 498.2},
+    ]  # fmt: skip
+    section = report.http_section(results)
+    assert "| calls | failed | burst median ms |" in section
+    assert "| SQLite | 1 | 140 | 0 | 412 | 530 | 201 | 498 |" in section

@@ -145,6 +145,40 @@ def test_tools_take_the_short_ids_the_payload_shows_and_reply_with_whole_ids(era
         assert archived["memory_id"] == str(memory.pk)
 
 
+def test_every_id_argument_takes_an_all_digit_short_id_sent_as_a_json_number(eras, make_memory):
+    """The MCP Inspector sends `memory_id=12345678` as the number 12345678: it is read as
+    the short id 12345678, wherever a tool takes an id."""
+    for mcp in eras:
+        fresh_store()
+        first = make_memory(id=uuid.UUID("12345678-9abc-4def-8123-456789abcdef"), gist="First")
+        second = make_memory(id=uuid.UUID("87654321-9abc-4def-8123-456789abcdef"), gist="Second")
+        whole = str(first.pk)
+
+        def recalled(ids, mcp=mcp):
+            return [record["id"] for record in mcp.reply("taproot_recall", {"ids": ids})["results"]]
+
+        assert recalled([12345678]) == [whole]
+        assert recalled(12345678) == [whole]  # a bare id, like a bare string, is a list of one
+        assert recalled("[12345678, 87654321]") == [whole, str(second.pk)]
+        promoted = mcp.reply("taproot_promote", {"memory_id": 12345678, "core": True})
+        assert promoted["memory_id"] == whole
+        updated = mcp.reply(
+            "taproot_remember", {"update_id": 12345678, "linked_memories": [87654321]}
+        )
+        assert updated == {**updated, "action": "updated", "memory_id": whole}
+        assert Memory.objects.get(pk=first.pk).linked_memories == [str(second.pk)]
+        archive = {"action": "archive", "memory_id": 87654321}
+        assert mcp.reply("taproot_forget", archive)["memory_id"] == str(second.pk)
+        unarchive = {"action": "unarchive", "memory_id": 87654321}
+        assert mcp.reply("taproot_forget", unarchive)["memory_id"] == str(second.pk)
+        compress = {"action": "compress", "ids": [12345678, 87654321], "content": "Both."}
+        compressed = mcp.reply("taproot_forget", {**compress, "gist": "Both"})
+        assert sorted(compressed["archived"]) == sorted([whole, str(second.pk)])
+        delete = {"action": "delete", "memory_id": 12345678}
+        assert mcp.reply("taproot_forget", delete)["memory_id"] == whole
+        assert not Memory.objects.filter(pk=first.pk).exists()
+
+
 # --- taproot_remember --------------------------------------------------------------
 
 

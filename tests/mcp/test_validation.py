@@ -67,7 +67,10 @@ def test_remember_refusals(eras, ids):
             ({**VALID, "update_id": "not-a-uuid"}, "the id of one of your memories"),
             ({**VALID, "content": "nul \x00 inside"}, "NUL"),
             ({**VALID, "search_keywords": ["k" * 101]}, "100 characters"),
-            ({**VALID, "linked_memories": [ids["live"], 7]}, "only strings"),
+            ({**VALID, "linked_memories": [ids["live"], 7.5]}, "only strings"),
+            ({**VALID, "linked_memories": 7.5}, "linked_memories must be a list of memory ids"),
+            ({**VALID, "update_id": 1234567}, "update_id must be a string: the id of one"),
+            ({**VALID, "update_id": True}, "update_id must be a string: the id of one"),
             ({**VALID, "linked_memories": [str(uuid.uuid4()) for _ in range(51)]}, "at most 50"),
             ({**VALID, "provenance": "p" * 2_001}, "2,000"),
             ({**VALID, "conversation_url": ["https://claude.ai/chat/1"]}, "must be text"),
@@ -86,7 +89,7 @@ def test_recall_refusals(eras, ids):
             ({"limit": 2.5}, "from 1 to 50"),
             ({"limit": True}, "from 1 to 50"),
             ({"ids": [str(uuid.uuid4()) for _ in range(51)]}, "at most 50"),
-            ({"ids": 5}, "ids must be a list of memory ids"),
+            ({"ids": 5.5}, "ids must be a list of memory ids, each a string"),
             ({"ids": {"id": ids["live"]}}, "ids must be a list of memory ids"),
             ({"since": "yesterday"}, "ISO-8601"),
             ({"since": 20260101}, "ISO-8601"),
@@ -107,6 +110,7 @@ def test_recall_skips_ids_it_cannot_use_and_names_them(eras, ids):
         reply = mcp.reply("taproot_recall", {"ids": sent})
         assert [record["id"] for record in reply["results"]] == [ids["live"]]
         skipped, missing = reply["warnings"]
+        assert skipped.startswith("Skipped entries of ids that are not memory ids (send each ")
         assert skipped.endswith(": 'not-an-id', 5.")
         assert missing.endswith(f": {ids['foreign']}, {ids['archived']}.")
         none_found = mcp.reply("taproot_recall", {"ids": [ids["unknown"], '["not json']})
@@ -127,7 +131,12 @@ def test_promote_refusals(eras, ids):
             ({"memory_id": ids["live"]}, "Give core"),
             ({"memory_id": ids["live"], "salience": "top"}, "high, medium, low"),
             ({"memory_id": ids["live"], "core": "sure"}, "true or false"),
-            ({"memory_id": 12345, "core": True}, "the id of one of your memories"),
+            # A number is read as its digits: these are too few for an id (or none at all).
+            ({"memory_id": 12345, "core": True}, "memory_id must be a string: the id of one"),
+            ({"memory_id": -12345678, "core": True}, "memory_id must be a string: the id of"),
+            ({"memory_id": 12345678.5, "core": True}, "memory_id must be a string: the id of"),
+            ({"memory_id": ["12345678"], "core": True}, "memory_id must be a string: the id of"),
+            ({"memory_id": "1234567", "core": True}, "memory_id must be the id of one"),
         ],
     )
 
@@ -154,7 +163,9 @@ def test_forget_refusals(eras, ids):
             ({**compress, "ids": [str(uuid.uuid4()) for _ in range(51)]}, "at most 50"),
             ({**compress, "ids": [ids["live"], ids["live_error"]], "content": None}, "content"),
             ({**compress, "ids": [ids["live"], ids["live"]]}, "at least two distinct"),
-            ({**compress, "ids": 5}, "list of strings"),
+            ({**compress, "ids": 5.5}, "ids must be a list of memory ids, each a string"),
+            ({**compress, "ids": [ids["live"], 5]}, "each entry of ids must be a string: the"),
+            ({"action": "delete", "memory_id": 1.5}, "memory_id must be a string: the id of"),
             ({"action": 5, "memory_id": ids["live"]}, "archive, unarchive, delete"),
             ({"action": "archive", "memory_id": ids["live"], "reason": 5}, "must be text"),
         ],

@@ -68,7 +68,11 @@ def test_finding_short_ids_is_one_query(user, make_memory, django_assert_num_que
         ("a002ab7", None),  # too short
         ("a002ab7g", None),  # not hex
         ("", None),
-        (12345678, None),
+        (12345678, "12345678"),  # an all-digit JSON number, as the MCP Inspector sends it
+        (1234567, None),  # too short
+        (-12345678, None),  # not all digits
+        (12345678.0, None),
+        (True, None),
         (None, None),
     ],
 )

@@ -188,10 +188,21 @@ def test_logins_lock_after_ten_failures_for_fifteen_minutes_unless_configured():
 def test_the_mcp_guards_against_slow_and_greedy_clients_are_configurable():
     defaults = loaded({})
     assert defaults["TAPROOT_MCP_BODY_TIMEOUT"] == 10
-    assert defaults["TAPROOT_MCP_REQUESTS_PER_TOKEN"] == 5
-    values = loaded({"TAPROOT_MCP_BODY_TIMEOUT": "3", "TAPROOT_MCP_REQUESTS_PER_TOKEN": "2"})
+    assert defaults["TAPROOT_MCP_BUFFER_MB"] == 64
+    assert defaults["TAPROOT_MCP_REQUESTS_PER_USER"] == 8
+    assert defaults["TAPROOT_MCP_QUEUE_TIMEOUT"] == 10
+    values = loaded(
+        {
+            "TAPROOT_MCP_BODY_TIMEOUT": "3",
+            "TAPROOT_MCP_BUFFER_MB": "16",
+            "TAPROOT_MCP_REQUESTS_PER_USER": "2",
+            "TAPROOT_MCP_QUEUE_TIMEOUT": "0",
+        }
+    )
     assert values["TAPROOT_MCP_BODY_TIMEOUT"] == 3
-    assert values["TAPROOT_MCP_REQUESTS_PER_TOKEN"] == 2
+    assert values["TAPROOT_MCP_BUFFER_MB"] == 16
+    assert values["TAPROOT_MCP_REQUESTS_PER_USER"] == 2
+    assert values["TAPROOT_MCP_QUEUE_TIMEOUT"] == 0
 
 
 @pytest.mark.parametrize("secret", [None, "", "   "])
@@ -220,8 +231,16 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
             "TAPROOT_LOGIN_LOCKOUT_MINUTES must be a whole",
         ),
         (
-            {"TAPROOT_MCP_REQUESTS_PER_TOKEN": "0"},
-            "TAPROOT_MCP_REQUESTS_PER_TOKEN must be at least",
+            {"TAPROOT_MCP_REQUESTS_PER_USER": "0"},
+            "TAPROOT_MCP_REQUESTS_PER_USER must be at least",
+        ),
+        # A body of the largest size the endpoint takes (4 MiB) must fit.
+        ({"TAPROOT_MCP_BUFFER_MB": "3"}, "TAPROOT_MCP_BUFFER_MB must be at least 4"),
+        ({"TAPROOT_MCP_QUEUE_TIMEOUT": "-1"}, "TAPROOT_MCP_QUEUE_TIMEOUT must be at least 0"),
+        # The per-token limit became a per-user one: an old setting is not silently ignored.
+        (
+            {"TAPROOT_MCP_REQUESTS_PER_TOKEN": "5"},
+            "Rename it TAPROOT_MCP_REQUESTS_PER_USER",
         ),
     ],
 )

@@ -1,0 +1,64 @@
+"""What a worker lets /mcp requests hold, on its own (mcp_bridge.capacity); the behaviour
+over HTTP is in test_bursts.py and test_slow_clients.py."""
+
+import anyio
+import pytest
+
+from mcp_bridge.capacity import BufferBudget, BufferFull, UserSlots
+
+
+def test_a_claim_is_refused_past_the_budget_and_gives_back_what_it_held():
+    budget = BufferBudget(100)
+    first, second = budget.claim(), budget.claim()
+    first.grow_to(60)
+    first.grow_to(40)  # a claim never shrinks while it lives
+    with pytest.raises(BufferFull):
+        second.grow_to(41)
+    assert (budget.held, second.size) == (60, 0)
+    second.grow_to(40)
+    first.release()
+    first.release()  # once is enough: releasing again gives back nothing more
+    assert budget.held == 40
+
+
+def test_places_are_per_user_and_given_in_the_order_asked():
+    slots = UserSlots(limit=2, wait=5)
+    order: list[str] = []
+
+    async def request(user: str, name: str, hold: anyio.Event) -> None:
+        async with slots.hold(user) as admitted:
+            assert admitted
+            order.append(name)
+            await hold.wait()
+
+    async def main() -> None:
+        release = anyio.Event()
+        async with anyio.create_task_group() as group:
+            for n in range(5):
+                group.start_soon(request, "alice", f"alice-{n}", release)
+                await anyio.sleep(0.01)  # asked in this order
+            group.start_soon(request, "bob", "bob", release)
+            await anyio.sleep(0.05)
+            # Alice's first two run; Bob runs beside them, not behind her three waiting.
+            assert order == ["alice-0", "alice-1", "bob"]
+            assert slots.users["alice"].requests == 5
+            release.set()
+        assert order == ["alice-0", "alice-1", "bob", "alice-2", "alice-3", "alice-4"]
+        assert slots.users == {}  # no entry outlives a user's requests
+
+    anyio.run(main)
+
+
+def test_a_request_that_gets_no_place_in_time_is_told_so_and_leaves_none_taken():
+    async def main() -> None:
+        for wait in (0, 0.1):
+            slots = UserSlots(limit=1, wait=wait)
+            async with slots.hold("alice") as first:
+                assert first
+                async with slots.hold("alice") as second:
+                    assert not second
+            async with slots.hold("alice") as again:
+                assert again
+            assert slots.users == {}
+
+    anyio.run(main)
