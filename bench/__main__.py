@@ -8,6 +8,7 @@ Writes bench/results/<timestamp>/results.json and results.md (and bench/results/
 import argparse
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -60,8 +61,12 @@ TIMING = {"quick": (1.0, 4.0), "full": (3.0, 8.0)}
 HTTP_SIZE = 10_000
 PARTS = ("service", "retrieval", "http")
 # `retrieval` is the static LoCoMo run and its replay as real use; `replay` alone is the
-# replay (bench.replay).
-RETRIEVAL_RUNS = {"retrieval": ("static", "replay"), "replay": ("replay",)}
+# replay (bench.replay), `static` alone the static run.
+RETRIEVAL_RUNS = {
+    "retrieval": ("static", "replay"),
+    "replay": ("replay",),
+    "static": ("static",),
+}
 
 
 def log(message: str) -> None:
@@ -248,6 +253,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "e.g. --activation history_weight=0.2; repeatable",
     )
     parser.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2,…",
+        help="static retrieval: rank the same stores again with every combination of these "
+        "ranking constants, e.g. --sweep semantic_share=0.3,0.5 --sweep lexical_share=0.7,0.5 "
+        "(each combination reported as a system of its own); repeatable",
+    )
+    parser.add_argument(
+        "--systems",
+        help="retrieval: only these of Taproot's rankings (';'-separated names, e.g. "
+        "'Taproot, MiniLM'); default every one installed",
+    )
+    parser.add_argument(
         "--only",
         help="service part: only operations whose name contains one of these (comma-separated)",
     )
@@ -409,6 +428,18 @@ def activation_overrides(pairs: list[str]) -> dict[str, Any]:
     return overrides
 
 
+def sweep_overrides(options: list[str]) -> list[dict[str, Any]]:
+    """`--sweep NAME=V1,V2` options as every combination of their values, each checked as
+    `--activation` is."""
+    axes = []
+    for option in options:
+        name, sep, values = option.partition("=")
+        if not sep or not values:
+            raise SystemExit(f"--sweep {option}: give NAME=V1,V2,…")
+        axes.append([f"{name.strip()}={value.strip()}" for value in values.split(",")])
+    return [activation_overrides(list(pairs)) for pairs in itertools.product(*axes)] if axes else []
+
+
 def run_retrieval(
     args: argparse.Namespace,
     backends: list[str],
@@ -422,6 +453,7 @@ def run_retrieval(
         notes.append(f"LoCoMo data not found at {args.locomo}: not measured")
         return None
     activation = json.dumps(activation_overrides(args.activation))
+    sweep = json.dumps(sweep_overrides(args.sweep))
     measured = {}
     for backend in backends:
         db = database(backend, "locomo")
@@ -429,7 +461,8 @@ def run_retrieval(
         log(f"retrieval quality on LoCoMo ({' and '.join(runs)}): {db.label}")
         measured[backend] = run_child(
             ["retrieval", "--database-url", db.url, "--data", str(args.locomo),
-             "--runs", ",".join(runs), "--activation", activation],
+             "--runs", ",".join(runs), "--activation", activation,
+             "--systems", args.systems or "", "--sweep", sweep],
             out_dir / f"retrieval-{backend}" / "retrieval.json",
         )  # fmt: skip
         if not args.keep_databases:
@@ -444,7 +477,7 @@ def run_retrieval(
 def _same_rankings(runs: dict[str, dict[str, Any]]) -> list[str]:
     """Whether Taproot ranked (and replayed) every question alike on both databases."""
     lines = []
-    for system in ("Taproot", "Taproot, replayed"):
+    for system in ("Taproot", "Taproot, replayed", "Taproot, MiniLM", "Taproot, MiniLM, replayed"):
         differing = total = 0
         for unit, unit_report in runs["sqlite"]["units"].items():
             if system not in unit_report["systems"]:
