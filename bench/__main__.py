@@ -178,8 +178,13 @@ def cross_check(retrieval: dict[str, Any], data: Path) -> list[str]:
     return lines
 
 
+def store_embedder() -> str:
+    """The embedder the stores' vectors are made by: TAPROOT_EMBEDDER, as the children read it."""
+    return os.environ.get("TAPROOT_EMBEDDER", "wordllama").strip() or "wordllama"
+
+
 def store_key(size: int, seed: int) -> str:
-    digest = hashlib.sha256(f"{size}:{seed}".encode())
+    digest = hashlib.sha256(f"{size}:{seed}:{store_embedder()}".encode())
     migrations = sorted((ROOT / "memories" / "migrations").glob("*.py"))
     for path in [*(ROOT / name for name in STORE_SOURCES), *migrations]:
         digest.update(path.name.encode())
@@ -198,10 +203,14 @@ def prepared_store(
     """
     CACHE.mkdir(parents=True, exist_ok=True)
     name = f"{backend}-{size}-seed{args.seed}"
+    suffix = f"cache_{size}_seed{args.seed}"
+    if store_embedder() != "wordllama":  # each embedder's vectors in a store of its own
+        name += f"-{_slug(store_embedder())}"
+        suffix += f"_{_slug(store_embedder()).replace('-', '_')}"
     if backend == "sqlite":
         cached = sqlite_database(CACHE, name)
     else:
-        cached = postgres_database(args.postgres_url, f"cache_{size}_seed{args.seed}")
+        cached = postgres_database(args.postgres_url, suffix)
     meta_path = CACHE / f"{name}.json"
     key = store_key(size, args.seed)
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
@@ -258,8 +267,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=[],
         metavar="NAME=V1,V2,…",
         help="static retrieval: rank the same stores again with every combination of these "
-        "ranking constants, e.g. --sweep semantic_share=0.3,0.5 --sweep lexical_share=0.7,0.5 "
-        "(each combination reported as a system of its own); repeatable",
+        "ranking constants, e.g. --sweep meaning_floor=350,400 --sweep "
+        "lexical_share/semantic_share=0.7/0.3,0.5/0.5 (names joined by / move together; each "
+        "combination reported as a system of its own); repeatable",
     )
     parser.add_argument(
         "--systems",
@@ -433,11 +443,26 @@ def sweep_overrides(options: list[str]) -> list[dict[str, Any]]:
     `--activation` is."""
     axes = []
     for option in options:
-        name, sep, values = option.partition("=")
+        names, sep, values = option.partition("=")
         if not sep or not values:
-            raise SystemExit(f"--sweep {option}: give NAME=V1,V2,…")
-        axes.append([f"{name.strip()}={value.strip()}" for value in values.split(",")])
-    return [activation_overrides(list(pairs)) for pairs in itertools.product(*axes)] if axes else []
+            raise SystemExit(f"--sweep {option}: give NAME=V1,V2,… or NAME/NAME=V/V,V/V,…")
+        axis = []
+        for value in values.split(","):
+            parts = value.split("/")
+            if len(parts) != len(names.split("/")):
+                raise SystemExit(f"--sweep {option}: each value needs one part per name")
+            axis.append(
+                [f"{n.strip()}={v.strip()}" for n, v in zip(names.split("/"), parts, strict=True)]
+            )
+        axes.append(axis)
+    return (
+        [
+            activation_overrides([pair for group in combination for pair in group])
+            for combination in itertools.product(*axes)
+        ]
+        if axes
+        else []
+    )
 
 
 def run_retrieval(

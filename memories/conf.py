@@ -35,6 +35,13 @@ def embedder() -> Embedder | None:
     return embedder_named(settings.TAPROOT_EMBEDDER)
 
 
+def meaning_model() -> str | None:
+    """What recall by meaning runs on, in words (the embedder's label); None when recall
+    ranks by words alone."""
+    semantic = embedder()
+    return semantic.label if semantic is not None else None
+
+
 def catalog_window_days() -> int:
     return int(settings.CATALOG_WINDOW_DAYS)
 
