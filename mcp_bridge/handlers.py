@@ -658,4 +658,16 @@ def status(*, owner: User, now: datetime | None = None) -> Reply:
 
 def migrate(*, owner: User) -> Mapping[str, Any]:
     # Always the token's user: the service migrates every user's store when owner is None.
-    return services.migrate(owner=owner)
+    migrated = services.migrate(owner=owner)
+    (mine,) = migrated.owners
+    return {
+        "status": "ok",
+        "dry_run": migrated.dry_run,
+        "migrated": migrated.migrated,
+        "already_migrated": migrated.total - migrated.migrated,
+        "total": migrated.total,
+        "snapshot_id": mine.snapshot_id,
+        "category_counts_before": migrated.counts_before,
+        "category_counts_after": migrated.counts_after,
+        "message": migrated.message,
+    }

@@ -159,3 +159,38 @@ class UnknownRevision(DomainError):
     def __init__(self, ref: object) -> None:
         self.ref = ref  # as given
         super().__init__(f"No revision {shown(ref)} exists for this user.")
+
+
+class OperatorRefusal(DomainError):
+    """A refusal only the operator's tools meet (restoring a snapshot is for the admin and
+    the commands, never for Claude or the dashboard), so only str() words it."""
+
+
+class UnknownSnapshot(OperatorRefusal):
+    """No snapshot (of the owner's, when an owner asks) has this id."""
+
+    def __init__(self, snapshot_id: int) -> None:
+        self.snapshot_id = snapshot_id
+        super().__init__(f"No snapshot {snapshot_id} exists.")
+
+
+class UnreadableSnapshot(OperatorRefusal):
+    """A snapshot whose records are not a snapshot document (damaged by hand, say)."""
+
+    def __init__(self, snapshot_id: int, problem: str) -> None:
+        self.snapshot_id = snapshot_id
+        self.problem = problem
+        super().__init__(f"Snapshot {snapshot_id} cannot be read ({problem}); nothing was changed.")
+
+
+class SnapshotRecordTaken(OperatorRefusal):
+    """A record the snapshot would put back now belongs to another user."""
+
+    def __init__(self, snapshot_id: int, kind: str, record_id: uuid.UUID) -> None:
+        self.snapshot_id = snapshot_id
+        self.kind = kind  # "memory" or "closing"
+        self.record_id = record_id
+        super().__init__(
+            f"Snapshot {snapshot_id} cannot be restored: {kind} {record_id} now belongs to "
+            "another user. Nothing was changed."
+        )

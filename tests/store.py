@@ -59,12 +59,17 @@ def rolled_back() -> Iterator[None]:
         transaction.set_rollback(True)
 
 
-def domain_error_kinds() -> set[type]:
-    """Every kind of refusal memories.errors defines (DomainError's subclasses there)."""
+def domain_error_kinds(*, operator: bool = False) -> set[type]:
+    """Every kind of refusal memories.errors defines (DomainError's subclasses there) that
+    Claude and the dashboard may meet, or with operator=True those only the operator's
+    tools meet (OperatorRefusal's)."""
     from memories import errors
 
+    base = errors.OperatorRefusal if operator else errors.DomainError
     return {
         cls
         for cls in vars(errors).values()
-        if isinstance(cls, type) and issubclass(cls, errors.DomainError)
-    } - {errors.DomainError}
+        if isinstance(cls, type)
+        and issubclass(cls, base)
+        and (operator or not issubclass(cls, errors.OperatorRefusal))
+    } - {errors.DomainError, errors.OperatorRefusal}

@@ -16,13 +16,13 @@ A write opens its own transaction. Those that embed text first (remember, the ed
 gist, compress, restoring a revision) must be the outermost, and say so with
 `atomic(durable=True)`: inside another transaction, embedding would hold SQLite's one
 write lock. They return what they wrote: a model instance (Memory, Closing) or a small
-frozen dataclass around it (Remembered, Changed, Compressed, Restored, Recalled).
+frozen dataclass around it (Remembered, Changed, Compressed, Restored, Recalled); the
+store-wide writes return what they did (Imported, Migrated, SnapshotRestored).
 
 A read that an interface lays out returns plain values (ReflectPayload, ReflectHistory,
 SuggestionGroup, Ranking) or a str; an export is the document itself (`export_store`
-whole, `Export` streamed), and `status` a StoreStatus. `migrate`, `import_store` and
-`restore_snapshot` still answer with JSON-ready dicts, which the migrate tool and the
-store's commands send as they are.
+whole, `Export` streamed), and `status` a StoreStatus. No service builds a reply: the
+tools' JSON is made in mcp_bridge.handlers, the pages' words in dashboard.
 """
 
 from memories.services.closings import close
@@ -41,7 +41,7 @@ from memories.services.curation import (
     unarchive,
 )
 from memories.services.exporting import Export, ExportBusy, export_store
-from memories.services.importing import import_store
+from memories.services.importing import Imported, import_store
 from memories.services.loaded import (
     ReflectDue,
     ReflectHistory,
@@ -49,11 +49,16 @@ from memories.services.loaded import (
     reflect_due,
     reflect_history,
 )
-from memories.services.normalise import migrate
+from memories.services.normalise import Migrated, OwnerMigrated, migrate
 from memories.services.recall import Hit, Recalled, RecallFilters, rank_memories, recall
 from memories.services.reflect import StoreStatus, reflect, status
 from memories.services.remember import Duplicate, MemoryDraft, Remembered, remember
-from memories.services.snapshots import restore_snapshot, snapshot_summary, take_snapshot
+from memories.services.snapshots import (
+    SnapshotRestored,
+    restore_snapshot,
+    snapshot_summary,
+    take_snapshot,
+)
 from memories.services.suggestions import (
     SuggestionGroup,
     apply_suggestion,
@@ -68,13 +73,17 @@ __all__ = [
     "Export",
     "ExportBusy",
     "Hit",
+    "Imported",
     "MemoryDraft",
+    "Migrated",
+    "OwnerMigrated",
     "RecallFilters",
     "Recalled",
     "ReflectDue",
     "ReflectHistory",
     "Remembered",
     "Restored",
+    "SnapshotRestored",
     "StoreStatus",
     "SuggestionGroup",
     "apply_suggestion",

@@ -60,6 +60,39 @@ class BadFile(InvalidInput):
         )
 
 
+@dataclass(frozen=True)
+class Imported:
+    """What an import did. `snapshot_id` is the whole-store snapshot taken before it, or
+    None when nothing was new (then nothing changed and no snapshot was written)."""
+
+    memories: int
+    memories_skipped: int  # already in the store
+    reminted: int  # records given a new id, because another user holds theirs
+    closings: int
+    closings_skipped: int
+    normalised: int  # imported records normalised on the way in
+    normalised_existing: int  # records already in the store normalised alongside
+    ignored_keys: int  # envelope entries that are neither memories nor closings
+    snapshot_id: int | None
+
+    @property
+    def message(self) -> str:
+        """What happened, in a sentence for the operator's tools."""
+        skipped = self.memories_skipped + self.closings_skipped
+        if not self.memories and not self.closings:
+            return (
+                f"Nothing new: all {skipped} records are already in your store, so nothing "
+                "changed and no snapshot was written."
+            )
+        text = (
+            f"Imported {self.memories} {'memory' if self.memories == 1 else 'memories'} and "
+            f"{self.closings} {'closing' if self.closings == 1 else 'closings'}"
+        )
+        if skipped:
+            text += f"; {skipped} already present were skipped"
+        return text + ". The store as it was before is kept in a snapshot."
+
+
 @dataclass
 class Incoming:
     """What the file holds, checked and turned into unsaved rows."""
@@ -76,7 +109,7 @@ def import_store(
     # service checks every part of it and refuses what does not fit, naming where.
     data: Any,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> Imported:
     """Import `data` (the file's text or bytes, or its parsed JSON) into owner's store."""
     now = now_or(now)
     incoming = read_file(data, owner_id=owner.pk, now=now)
@@ -96,7 +129,7 @@ def import_store(
         ) from None
 
 
-def _import(incoming: Incoming, *, owner_id: int, now: datetime) -> dict[str, Any]:
+def _import(incoming: Incoming, *, owner_id: int, now: datetime) -> Imported:
     ahead = _embed_ahead(incoming)
     with transaction.atomic():
         # One import per account at a time: a second one waits here, then finds the
@@ -440,7 +473,7 @@ def _embed_ahead(incoming: Incoming) -> Vectors | None:
 
 def _load(
     incoming: Incoming, *, owner_id: int, now: datetime, vectors: Vectors | None = None
-) -> dict[str, Any]:
+) -> Imported:
     memory_owners = _owners_of(Memory, [m.pk for _, m in incoming.memories])
     closing_owners = _owners_of(Closing, [c.pk for _, c in incoming.closings])
     # An id another user holds gets a new id, unless an earlier import already did that.
@@ -497,31 +530,14 @@ def _load(
         Closing.objects.bulk_create(new_closings, batch_size=WRITE_BATCH)
         record_revisions(revised, source=ChangeSource.IMPORT, action="import", now=now)
         reindex_in_batches(new_memories, new=True, vectors=vectors)
-    return {
-        "status": "ok",
-        "imported": len(new_memories),
-        "skipped": skipped,
-        "reminted": reminted,
-        "closings_imported": len(new_closings),
-        "closings_skipped": closings_skipped,
-        "normalised": normalised,
-        "normalised_existing": normalised_existing,
-        "ignored_keys": incoming.ignored_keys,
-        "snapshot_id": snapshot_id,
-        "message": _message(len(new_memories), len(new_closings), skipped + closings_skipped),
-    }
-
-
-def _message(memories: int, closings: int, skipped: int) -> str:
-    if not memories and not closings:
-        return (
-            f"Nothing new: all {skipped} records are already in your store, so nothing "
-            "changed and no snapshot was written."
-        )
-    text = (
-        f"Imported {memories} {'memory' if memories == 1 else 'memories'} and {closings} "
-        f"{'closing' if closings == 1 else 'closings'}"
+    return Imported(
+        memories=len(new_memories),
+        memories_skipped=skipped,
+        reminted=reminted,
+        closings=len(new_closings),
+        closings_skipped=closings_skipped,
+        normalised=normalised,
+        normalised_existing=normalised_existing,
+        ignored_keys=incoming.ignored_keys,
+        snapshot_id=snapshot_id,
     )
-    if skipped:
-        text += f"; {skipped} already present were skipped"
-    return text + ". The store as it was before is kept in a snapshot."

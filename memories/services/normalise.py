@@ -312,9 +312,59 @@ def _chunks(ids: list[uuid.UUID]) -> Iterator[list[uuid.UUID]]:
         yield ids[start : start + WRITE_BATCH]
 
 
+@dataclass(frozen=True)
+class OwnerMigrated:
+    """What migrate did to one user's store."""
+
+    username: str
+    migrated: int
+    total: int
+    snapshot_id: int | None  # the records as they were, or None when nothing changed
+
+
+@dataclass(frozen=True)
+class Migrated:
+    """What migrate did (or, with dry_run, would do), user by user."""
+
+    dry_run: bool
+    owners: tuple[OwnerMigrated, ...]
+    counts_before: dict[str, int]  # memories per category, sorted by category
+    counts_after: dict[str, int]
+
+    @property
+    def migrated(self) -> int:
+        return sum(o.migrated for o in self.owners)
+
+    @property
+    def total(self) -> int:
+        return sum(o.total for o in self.owners)
+
+    @property
+    def snapshot_ids(self) -> list[int]:
+        return [o.snapshot_id for o in self.owners if o.snapshot_id is not None]
+
+    @property
+    def message(self) -> str:
+        """What happened, in a sentence for the operator's tools and the migrate tool."""
+        if self.dry_run:
+            return (
+                f"Dry run: {self.migrated} of {self.total} memories would be normalised. "
+                "Nothing was changed and no snapshot was written."
+            )
+        if self.migrated:
+            return (
+                f"Normalised {self.migrated} of {self.total} memories; the records as they "
+                "were are kept in a snapshot. Content and updated_at were left as they were."
+            )
+        return (
+            f"All {self.total} memories were already normalised: nothing changed and no "
+            "snapshot was written."
+        )
+
+
 def migrate(
     *, owner: User | None = None, dry_run: bool = False, now: datetime | None = None
-) -> dict[str, Any]:
+) -> Migrated:
     """Normalise the stored memories of one owner, or of every user when owner is None.
 
     Idempotent: a run after a run changes nothing and writes no snapshot. Each owner's
@@ -331,60 +381,27 @@ def migrate(
         owner_id: normalise_stored(owner_id, source=ChangeSource.MIGRATE, now=now, dry_run=dry_run)
         for owner_id in owner_ids
     }
-    return _migrate_reply(owner, results, dry_run=dry_run)
-
-
-def _migrate_reply(
-    owner: User | None, results: dict[int, OwnerResult], *, dry_run: bool
-) -> dict[str, Any]:
-    migrated = sum(r.migrated for r in results.values())
-    total = sum(r.total for r in results.values())
+    if owner is not None:
+        usernames = {owner.pk: owner.get_username()}
+    else:
+        users = get_user_model().objects.filter(pk__in=results)
+        usernames = dict(users.values_list("pk", "username"))
     before: Counter[str] = Counter()
     after: Counter[str] = Counter()
     for result in results.values():
         before.update(result.counts_before)
         after.update(result.counts_after)
-    if dry_run:
-        message = (
-            f"Dry run: {migrated} of {total} memories would be normalised. Nothing was "
-            "changed and no snapshot was written."
-        )
-    elif migrated:
-        message = (
-            f"Normalised {migrated} of {total} memories; the records as they were are kept "
-            "in a snapshot. Content and updated_at were left as they were."
-        )
-    else:
-        message = (
-            f"All {total} memories were already normalised: nothing changed and no snapshot "
-            "was written."
-        )
-    reply: dict[str, Any] = {
-        "status": "ok",
-        "dry_run": dry_run,
-        "migrated": migrated,
-        "already_migrated": total - migrated,
-        "total": total,
-    }
-    if owner is not None:
-        reply["snapshot_id"] = next(iter(results.values())).snapshot_id
-    else:
-        reply["snapshot_ids"] = [
-            r.snapshot_id for r in results.values() if r.snapshot_id is not None
-        ]
-        usernames = dict(
-            get_user_model().objects.filter(pk__in=results).values_list("pk", "username")
-        )
-        reply["users"] = [
-            {
-                "user": usernames.get(owner_id, str(owner_id)),
-                "migrated": r.migrated,
-                "total": r.total,
-                "snapshot_id": r.snapshot_id,
-            }
-            for owner_id, r in results.items()
-        ]
-    reply["category_counts_before"] = dict(sorted(before.items()))
-    reply["category_counts_after"] = dict(sorted(after.items()))
-    reply["message"] = message
-    return reply
+    return Migrated(
+        dry_run=dry_run,
+        owners=tuple(
+            OwnerMigrated(
+                username=usernames.get(owner_id, str(owner_id)),
+                migrated=result.migrated,
+                total=result.total,
+                snapshot_id=result.snapshot_id,
+            )
+            for owner_id, result in results.items()
+        ),
+        counts_before=dict(sorted(before.items())),
+        counts_after=dict(sorted(after.items())),
+    )

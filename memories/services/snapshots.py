@@ -19,13 +19,14 @@ restore can itself be undone by restoring that one.
 """
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
 from memories.bulkwrite import WRITE_BATCH, update_rows
-from memories.errors import InvalidInput
+from memories.errors import InvalidInput, SnapshotRecordTaken, UnknownSnapshot, UnreadableSnapshot
 from memories.indexing import refresh_hashes, unindex
 from memories.models import ChangeSource, Closing, Memory, Snapshot, User
 from memories.quoting import shown
@@ -86,6 +87,27 @@ def snapshot_summary(snapshot: Snapshot) -> str:
     )
 
 
+@dataclass(frozen=True)
+class SnapshotRestored:
+    """What restoring a snapshot did."""
+
+    snapshot: Snapshot
+    restored: int  # memories put back over the present ones
+    recreated: int  # memories deleted since, made again
+    removed: int  # memories made since a whole-store snapshot, removed
+    closings_restored: int
+    closings_removed: int
+    before_restore: Snapshot  # the present as it was: restoring it undoes this restore
+
+    @property
+    def message(self) -> str:
+        """What happened, in a sentence for the operator's tools."""
+        return (
+            f"Restored snapshot {self.snapshot.pk} ({self.snapshot.reason}). The state before "
+            f"the restore is kept in snapshot {self.before_restore.pk}."
+        )
+
+
 def restore_snapshot(
     *,
     # Any: the operator types it on the command line, and the service says when it is not
@@ -93,7 +115,7 @@ def restore_snapshot(
     snapshot_id: Any,
     owner: User | None = None,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> SnapshotRestored:
     """Put a snapshot's records back exactly, after snapshotting the present state.
 
     owner=None is the operator (any user's snapshot); otherwise only the owner's own.
@@ -108,10 +130,7 @@ def restore_snapshot(
         ids = [m.pk for m in memories]
         foreign = _first_foreign(Memory, ids, owner_id)
         if foreign is not None:
-            raise InvalidInput(
-                f"Snapshot {snapshot.pk} cannot be restored: memory {foreign} now belongs to "
-                "another user. Nothing was changed."
-            )
+            raise SnapshotRecordTaken(snapshot.pk, "memory", foreign)
         mine = Memory.objects.filter(owner_id=owner_id).order_by("pk").select_for_update()
         if whole_store:
             # Every memory of the owner, those to remove too, locked before the index is
@@ -133,21 +152,16 @@ def restore_snapshot(
         removed = closings_removed = closings_restored = 0
         if whole_store:
             removed = _remove_memories_not_in(owner_id, set(ids))
-            closings_restored, closings_removed = _restore_closings(owner_id, closings)
-    return {
-        "status": "ok",
-        "snapshot_id": snapshot.pk,
-        "restored": len(existing),
-        "recreated": len(missing),
-        "removed": removed,
-        "closings_restored": closings_restored,
-        "closings_removed": closings_removed,
-        "before_restore_snapshot_id": safety.pk,
-        "message": (
-            f"Restored snapshot {snapshot.pk} ({snapshot.reason}). The state before the "
-            f"restore is kept in snapshot {safety.pk}."
-        ),
-    }
+            closings_restored, closings_removed = _restore_closings(snapshot, closings)
+    return SnapshotRestored(
+        snapshot=snapshot,
+        restored=len(existing),
+        recreated=len(missing),
+        removed=removed,
+        closings_restored=closings_restored,
+        closings_removed=closings_removed,
+        before_restore=safety,
+    )
 
 
 def _find_snapshot(snapshot_id: Any, owner: User | None) -> Snapshot:
@@ -160,7 +174,7 @@ def _find_snapshot(snapshot_id: Any, owner: User | None) -> Snapshot:
         queryset = queryset.filter(owner=owner)
     snapshot = queryset.filter(pk=pk).first()
     if snapshot is None:
-        raise InvalidInput(f"No snapshot {pk} exists.")
+        raise UnknownSnapshot(pk)
     return snapshot
 
 
@@ -177,9 +191,7 @@ def _parse_records(snapshot: Snapshot) -> tuple[bool, list[Memory], list[Closing
             for value in records.get("closings") or []
         ]
     except (KeyError, TypeError, ValueError) as error:
-        raise InvalidInput(
-            f"Snapshot {snapshot.pk} cannot be read ({error}); nothing was changed."
-        ) from None
+        raise UnreadableSnapshot(snapshot.pk, str(error)) from None
     return bool(records.get("whole_store")), memories, closings
 
 
@@ -238,15 +250,13 @@ def _remove_memories_not_in(owner_id: int, keep: set[uuid.UUID]) -> int:
     return len(doomed)
 
 
-def _restore_closings(owner_id: int, closings: list[Closing]) -> tuple[int, int]:
+def _restore_closings(snapshot: Snapshot, closings: list[Closing]) -> tuple[int, int]:
     """Put the snapshot's closings back and remove the owner's others (whole store only)."""
+    owner_id = snapshot.owner_id
     ids = {c.pk for c in closings}
     foreign = _first_foreign(Closing, list(ids), owner_id)
     if foreign is not None:
-        raise InvalidInput(
-            f"This snapshot cannot be restored: closing {foreign} now belongs to another "
-            "user. Nothing was changed."
-        )
+        raise SnapshotRecordTaken(snapshot.pk, "closing", foreign)
     present = set(Closing.objects.filter(owner_id=owner_id).values_list("pk", flat=True))
     doomed = [pk for pk in present if pk not in ids]
     for start in range(0, len(doomed), WRITE_BATCH):

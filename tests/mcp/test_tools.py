@@ -480,8 +480,20 @@ def test_migrate_normalises_drift_once_and_then_changes_nothing(eras, make_memor
         fresh_store()
         drifted = make_memory(**recent(category="event", salience="3", tags="trip", gist=""))
         reply = mcp.reply("taproot_migrate")
-        assert reply["migrated"] == 1
-        assert reply["total"] == 1
+        assert list(reply) == [
+            "status",
+            "dry_run",
+            "migrated",
+            "already_migrated",
+            "total",
+            "snapshot_id",
+            "category_counts_before",
+            "category_counts_after",
+            "message",
+        ]
+        assert (reply["status"], reply["dry_run"]) == ("ok", False)
+        assert (reply["migrated"], reply["already_migrated"], reply["total"]) == (1, 0, 1)
+        assert reply["message"].startswith("Normalised 1 of 1 memories;")
         assert reply["snapshot_id"] is not None
         assert reply["category_counts_before"] == {"event": 1}
         assert reply["category_counts_after"] == {"episodic": 1}
@@ -491,7 +503,7 @@ def test_migrate_normalises_drift_once_and_then_changes_nothing(eras, make_memor
         assert fresh.content == drifted.content
         snapshots = Snapshot.objects.count()
         again = mcp.reply("taproot_migrate")
-        assert again["migrated"] == 0
+        assert (again["migrated"], again["already_migrated"]) == (0, 1)
         assert again["snapshot_id"] is None
         assert Snapshot.objects.count() == snapshots
 

@@ -29,6 +29,8 @@ def test_migrate_taproot_normalises_every_user(make_memory, user, other_user):
     out, _ = run("migrate_taproot")
 
     assert "Normalised 2 of 2 memories" in out
+    assert "  alice: 1 of 1 normalised" in out
+    assert "  bob: 1 of 1 normalised" in out
     assert "categories after: {'episodic': 2}" in out
     assert Snapshot.objects.count() == 2
     assert not Memory.objects.exclude(salience__in=["high", "medium"]).exists()

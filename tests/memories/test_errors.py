@@ -27,11 +27,22 @@ EVERY_KIND = [
     errors.TooManyTags(55, 50),
     errors.UnknownRevision("9" * 5000),
 ]
+OPERATOR_KINDS = [
+    errors.UnknownSnapshot(12),
+    errors.UnreadableSnapshot(12, "'created_at'"),
+    errors.SnapshotRecordTaken(12, "closing", A),
+]
+EVERY_KIND += OPERATOR_KINDS
 
 
 def test_every_kind_is_here():
-    kinds = domain_error_kinds()
+    kinds = domain_error_kinds() | domain_error_kinds(operator=True)
     assert kinds == {type(error) for error in EVERY_KIND}
+
+
+def test_the_operators_refusals_are_told_apart():
+    assert domain_error_kinds(operator=True) == {type(error) for error in OPERATOR_KINDS}
+    assert not domain_error_kinds() & domain_error_kinds(operator=True)
 
 
 @pytest.mark.parametrize("error", EVERY_KIND, ids=lambda e: type(e).__name__)

@@ -177,7 +177,7 @@ def test_export_then_import_into_another_user_keeps_every_field_and_closing(
 
     reply = import_store(owner=other_user, data=json.dumps(export), now=NOW)
 
-    assert (reply["imported"], reply["reminted"], reply["normalised"]) == (2, 3, 0)
+    assert (reply.memories, reply.reminted, reply.normalised) == (2, 3, 0)
     copied = export_store(owner=other_user, now=NOW)
     old_to_new = {}
     for original, copy in zip(export["entries"], copied["entries"], strict=True):

@@ -55,12 +55,11 @@ def test_the_original_backup_imports_with_its_ids_and_timestamps(imported):
 def test_the_summary_counts_what_happened(imported):
     reply, _ = imported
 
-    assert reply["status"] == "ok"
-    assert (reply["imported"], reply["skipped"], reply["reminted"]) == (7, 0, 0)
-    assert (reply["closings_imported"], reply["closings_skipped"]) == (1, 0)
-    assert reply["ignored_keys"] == 2  # the dashsession: and backup: keys
-    assert reply["normalised"] == 7
-    assert reply["snapshot_id"] is not None
+    assert (reply.memories, reply.memories_skipped, reply.reminted) == (7, 0, 0)
+    assert (reply.closings, reply.closings_skipped) == (1, 0)
+    assert reply.ignored_keys == 2  # the dashsession: and backup: keys
+    assert reply.normalised == 7
+    assert reply.snapshot_id is not None
 
 
 def test_legacy_categories_and_numeric_salience_are_normalised(imported):
@@ -163,10 +162,10 @@ def test_importing_twice_changes_nothing(imported, user):
     with unchanged():
         reply = import_store(owner=user, data=fixture_text(), now=NOW)
 
-    assert (reply["imported"], reply["skipped"]) == (0, 7)
-    assert (reply["closings_imported"], reply["closings_skipped"]) == (0, 1)
-    assert reply["snapshot_id"] is None
-    assert "nothing changed" in reply["message"]
+    assert (reply.memories, reply.memories_skipped) == (0, 7)
+    assert (reply.closings, reply.closings_skipped) == (0, 1)
+    assert reply.snapshot_id is None
+    assert "nothing changed" in reply.message
 
 
 def test_a_snapshot_of_the_whole_store_is_taken_before_the_import(user, make_memory):
@@ -175,7 +174,7 @@ def test_a_snapshot_of_the_whole_store_is_taken_before_the_import(user, make_mem
 
     reply = import_store(owner=user, data=fixture_text(), now=NOW)
 
-    snapshot = Snapshot.objects.get(pk=reply["snapshot_id"])
+    snapshot = Snapshot.objects.get(pk=reply.snapshot_id)
     assert snapshot.reason == "before-import"
     assert snapshot.records["whole_store"] is True
     assert [m["id"] for m in snapshot.records["memories"]] == [str(existing.pk)]
@@ -187,7 +186,7 @@ def test_import_also_normalises_drift_already_in_the_store(user, make_memory):
 
     reply = import_store(owner=user, data=fixture_text(), now=NOW)
 
-    assert reply["normalised_existing"] == 1
+    assert reply.normalised_existing == 1
     fresh = Memory.objects.get(pk=drifted.pk)
     assert (fresh.category, fresh.salience) == ("episodic", "high")
     assert Revision.objects.get(memory=drifted).source == "import"
@@ -198,7 +197,7 @@ def test_ids_owned_by_another_user_are_reminted_with_links_remapped(user, other_
 
     reply = import_store(owner=other_user, data=fixture_text(), now=NOW)
 
-    assert (reply["imported"], reply["reminted"]) == (7, 8)
+    assert (reply.memories, reply.reminted) == (7, 8)
     theirs = {m.content: m for m in Memory.objects.filter(owner=other_user)}
     assert not ALL_IDS & {m.pk for m in theirs.values()}
     new_a = theirs[Memory.objects.get(pk=A).content]
@@ -216,7 +215,7 @@ def test_a_bare_array_of_records_is_imported(user):
 
     reply = import_store(owner=user, data=json.dumps(records), now=NOW)
 
-    assert reply["imported"] == 2
+    assert reply.memories == 2
     first = Memory.objects.get(pk=A)
     assert (first.category, first.salience, first.gist) == ("episodic", "high", "First.")
     assert first.updated_at == NOW  # no timestamps in the record: the time of import
@@ -226,7 +225,7 @@ def test_a_bare_array_of_records_is_imported(user):
 def test_parsed_json_is_accepted_as_well_as_text(user):
     reply = import_store(owner=user, data=json.loads(fixture_text()), now=NOW)
 
-    assert reply["imported"] == 7
+    assert reply.memories == 7
 
 
 def _envelope_with(value, key=None):
@@ -354,9 +353,9 @@ def test_importing_twice_into_a_user_whose_ids_were_reminted_changes_nothing(use
     with unchanged():
         reply = import_store(owner=other_user, data=fixture_text(), now=NOW)
 
-    assert (reply["imported"], reply["skipped"], reply["reminted"]) == (0, 7, 0)
-    assert (reply["closings_imported"], reply["closings_skipped"]) == (0, 1)
-    assert reply["snapshot_id"] is None
+    assert (reply.memories, reply.memories_skipped, reply.reminted) == (0, 7, 0)
+    assert (reply.closings, reply.closings_skipped) == (0, 1)
+    assert reply.snapshot_id is None
 
 
 def test_a_new_record_links_to_the_earlier_copy_of_a_reminted_one(user, other_user):
@@ -367,7 +366,7 @@ def test_a_new_record_links_to_the_earlier_copy_of_a_reminted_one(user, other_us
 
     reply = import_store(owner=other_user, data=fixture_text(), now=NOW)
 
-    assert (reply["imported"], reply["skipped"], reply["reminted"]) == (6, 1, 6)
+    assert (reply.memories, reply.memories_skipped, reply.reminted) == (6, 1, 6)
     copy_of_b = Memory.objects.get(owner=other_user, content=Memory.objects.get(pk=B).content)
     assert copy_of_b.linked_memories == [str(copy_of_a.pk)]
     assert Memory.objects.filter(owner=other_user).count() == 7

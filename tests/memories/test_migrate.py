@@ -228,7 +228,7 @@ def test_a_snapshot_of_the_affected_records_is_written_before_any_change(make_me
 
     reply = migrate(owner=user, now=LATER)
 
-    snapshot = Snapshot.objects.get(pk=reply["snapshot_id"])
+    snapshot = Snapshot.objects.get(pk=reply.snapshot_ids[0])
     assert snapshot.reason == "before-migrate"
     assert snapshot.owner == user
     assert snapshot.memory_count == 1
@@ -246,16 +246,15 @@ def test_the_reply_counts_records_and_categories(make_memory, user):
 
     reply = migrate(owner=user, now=LATER)
 
-    assert reply["status"] == "ok"
-    assert reply["dry_run"] is False
-    assert (reply["migrated"], reply["already_migrated"], reply["total"]) == (2, 2, 4)
-    assert reply["category_counts_before"] == {
+    assert reply.dry_run is False
+    assert (reply.migrated, reply.total) == (2, 4)
+    assert reply.counts_before == {
         "episodic": 1,
         "event": 1,
         "identity": 1,
         "project": 1,
     }
-    assert reply["category_counts_after"] == {"active_thread": 1, "episodic": 2, "identity": 1}
+    assert reply.counts_after == {"active_thread": 1, "episodic": 2, "identity": 1}
 
 
 def test_a_second_run_changes_nothing_and_writes_no_snapshot(make_memory, user):
@@ -267,9 +266,9 @@ def test_a_second_run_changes_nothing_and_writes_no_snapshot(make_memory, user):
 
     reply = migrate(owner=user, now=LATER + timedelta(hours=1))
 
-    assert (reply["migrated"], reply["already_migrated"], reply["total"]) == (0, 2, 2)
-    assert reply["snapshot_id"] is None
-    assert "nothing changed" in reply["message"]
+    assert (reply.migrated, reply.total) == (0, 2)
+    assert reply.snapshot_ids == []
+    assert "nothing changed" in reply.message
     assert [stored_columns(m) for m in Memory.objects.all()] == state
     assert (Snapshot.objects.count(), Revision.objects.count()) == (snapshots, revisions)
 
@@ -281,11 +280,11 @@ def test_a_dry_run_reports_what_would_change_and_changes_nothing(make_memory, us
 
     reply = migrate(owner=user, dry_run=True, now=LATER)
 
-    assert reply["dry_run"] is True
-    assert (reply["migrated"], reply["already_migrated"]) == (1, 1)
-    assert reply["snapshot_id"] is None
-    assert reply["category_counts_after"] == {"episodic": 2}
-    assert "Nothing was changed" in reply["message"]
+    assert reply.dry_run is True
+    assert (reply.migrated, reply.total) == (1, 2)
+    assert reply.snapshot_ids == []
+    assert reply.counts_after == {"episodic": 2}
+    assert "Nothing was changed" in reply.message
     assert stored_columns(memory) == before
     assert not Snapshot.objects.exists()
     assert not Revision.objects.exists()
@@ -345,10 +344,10 @@ def test_migrate_without_an_owner_covers_every_user_with_a_snapshot_each(
 
     reply = migrate(now=LATER)
 
-    assert (reply["migrated"], reply["total"]) == (2, 3)
-    assert len(reply["snapshot_ids"]) == 2
+    assert (reply.migrated, reply.total) == (2, 3)
+    assert len(reply.snapshot_ids) == 2
     assert {s.owner_id for s in Snapshot.objects.all()} == {user.pk, other_user.pk}
-    assert sorted((u["user"], u["migrated"]) for u in reply["users"]) == [
+    assert sorted((o.username, o.migrated) for o in reply.owners) == [
         ("alice", 1),
         ("bob", 1),
     ]
@@ -360,7 +359,7 @@ def test_migrate_is_exported_by_the_services_package(make_memory, user):
 
     reply = services.migrate(owner=user, now=LATER)
 
-    assert reply["migrated"] == 1
+    assert reply.migrated == 1
 
 
 def _count_queries(user, make_memory, n):
@@ -436,7 +435,7 @@ def test_migrate_with_nothing_to_change_reads_no_content_and_opens_no_transactio
     with CaptureQueriesContext(connection) as queries:
         reply = migrate(owner=user, now=LATER)
 
-    assert (reply["migrated"], reply["total"]) == (0, 5)
+    assert (reply.migrated, reply.total) == (0, 5)
     sql = [q["sql"] for q in queries]
     assert not [s for s in sql if CONTENT_COLUMN in s]
     assert all(s.lstrip().upper().startswith("SELECT") for s in sql), sql
@@ -450,7 +449,7 @@ def test_migrate_loads_the_content_of_drifted_memories_only(make_memory, user):
     with CaptureQueriesContext(connection) as queries:
         reply = migrate(owner=user, now=LATER)
 
-    assert reply["migrated"] == 1
+    assert reply.migrated == 1
     reads = [q["sql"] for q in queries if CONTENT_COLUMN in q["sql"] and "SELECT" in q["sql"]]
     # Once to embed its new text ahead of the write transaction (when recall uses meaning),
     # once under lock to write it; never the content of the clean ones.
@@ -545,4 +544,4 @@ def test_migrate_with_nothing_to_change_runs_while_another_connection_writes(mak
         with connection.cursor() as cursor:
             cursor.execute(restore)
 
-    assert (reply["migrated"], reply["total"]) == (0, 4)
+    assert (reply.migrated, reply.total) == (0, 4)

@@ -3,7 +3,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memories.errors import InvalidInput
+from memories.errors import Refused
 from memories.management.users import user_named
 from memories.services import import_store
 
@@ -27,24 +27,24 @@ class Command(BaseCommand):
         except OSError as error:
             raise CommandError(f"Cannot read {path}: {error.strerror or error}.") from None
         try:
-            reply = import_store(owner=owner, data=data)
-        except InvalidInput as error:
-            raise CommandError(error.message) from None
-        self.stdout.write(reply["message"])
+            imported = import_store(owner=owner, data=data)
+        except Refused as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(imported.message)
         self.stdout.write(
-            f"memories imported: {reply['imported']}, skipped: {reply['skipped']}, "
-            f"given new ids: {reply['reminted']}, normalised: {reply['normalised']}"
+            f"memories imported: {imported.memories}, skipped: {imported.memories_skipped}, "
+            f"given new ids: {imported.reminted}, normalised: {imported.normalised}"
         )
         self.stdout.write(
-            f"closings imported: {reply['closings_imported']}, "
-            f"skipped: {reply['closings_skipped']}; other keys ignored: {reply['ignored_keys']}"
+            f"closings imported: {imported.closings}, skipped: {imported.closings_skipped}; "
+            f"other keys ignored: {imported.ignored_keys}"
         )
-        if reply["normalised_existing"]:
+        if imported.normalised_existing:
             self.stdout.write(
-                f"records already in the store normalised: {reply['normalised_existing']}"
+                f"records already in the store normalised: {imported.normalised_existing}"
             )
-        if reply["snapshot_id"]:
+        if imported.snapshot_id:
             self.stdout.write(
-                f"snapshot of the store before the import: {reply['snapshot_id']} "
-                f"(undo with `manage.py restore_snapshot {reply['snapshot_id']}`)"
+                f"snapshot of the store before the import: {imported.snapshot_id} "
+                f"(undo with `manage.py restore_snapshot {imported.snapshot_id}`)"
             )

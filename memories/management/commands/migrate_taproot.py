@@ -21,14 +21,17 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         owner = user_named(options["user"]) if options["user"] else None
-        reply = migrate(owner=owner, dry_run=options["dry_run"])
-        self.stdout.write(reply["message"])
+        migrated = migrate(owner=owner, dry_run=options["dry_run"])
+        self.stdout.write(migrated.message)
         self.stdout.write(
-            f"migrated: {reply['migrated']}, already normalised: {reply['already_migrated']}, "
-            f"total: {reply['total']}"
+            f"migrated: {migrated.migrated}, "
+            f"already normalised: {migrated.total - migrated.migrated}, "
+            f"total: {migrated.total}"
         )
-        snapshots = [reply["snapshot_id"]] if owner else reply["snapshot_ids"]
-        if any(snapshots):
-            self.stdout.write("snapshots: " + ", ".join(str(s) for s in snapshots if s))
-        self.stdout.write(f"categories before: {reply['category_counts_before']}")
-        self.stdout.write(f"categories after: {reply['category_counts_after']}")
+        if migrated.snapshot_ids:
+            self.stdout.write("snapshots: " + ", ".join(map(str, migrated.snapshot_ids)))
+        if owner is None and len(migrated.owners) > 1:
+            for one in migrated.owners:
+                self.stdout.write(f"  {one.username}: {one.migrated} of {one.total} normalised")
+        self.stdout.write(f"categories before: {migrated.counts_before}")
+        self.stdout.write(f"categories after: {migrated.counts_after}")

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memories.errors import InvalidInput
+from memories.errors import Refused
 from memories.services import restore_snapshot
 
 
@@ -19,12 +19,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            reply = restore_snapshot(snapshot_id=options["snapshot_id"])
-        except InvalidInput as error:
-            raise CommandError(error.message) from None
-        self.stdout.write(reply["message"])
+            restored = restore_snapshot(snapshot_id=options["snapshot_id"])
+        except Refused as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(restored.message)
         self.stdout.write(
-            f"memories put back: {reply['restored']}, re-created: {reply['recreated']}, "
-            f"removed: {reply['removed']}; closings put back: {reply['closings_restored']}, "
-            f"removed: {reply['closings_removed']}"
+            f"memories put back: {restored.restored}, re-created: {restored.recreated}, "
+            f"removed: {restored.removed}; closings put back: {restored.closings_restored}, "
+            f"removed: {restored.closings_removed}"
         )
