@@ -230,3 +230,19 @@ def test_the_replay_targets_are_judged_for_taproot_as_shipped() -> None:
         "| observation | cold_first, after the replay | ≥ 0.9 | 0.40 (25 probes) | **missed** |",
     ]
     assert report.replay_targets_section({}) == "Not measured."
+
+
+def test_minilm_is_held_to_its_own_targets_when_it_was_measured() -> None:
+    retrieval = _retrieval(0.617, 1.0)
+    systems = retrieval["units"]["observation"]["systems"]
+    systems["Taproot, MiniLM"] = _system(0.6, 0.644, 0.55)
+    systems["Taproot, MiniLM, replayed"] = _system(0.6, 0.610, 0.55)
+    text = report.minilm_targets_section({"retrieval": retrieval})
+    assert "| observation | static R@10 | ≥ 0.640 | 0.644 | met |" in text
+    assert (
+        "| observation | replayed R@10 no lower than the default embedder's | ≥ 0.617 "
+        "| 0.610 | **missed** |" in text
+    )
+    assert report.minilm_targets_section({"retrieval": _retrieval(0.617, 1.0)}).startswith(
+        "Not measured"
+    )
