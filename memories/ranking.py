@@ -65,10 +65,10 @@ class Meaning:
 WORDLLAMA_MEANING = Meaning(
     lexical_share=0.7, semantic_share=0.3, dense_candidates=0, meaning_floor=490
 )
-# all-MiniLM-L6-v2 tells paraphrases apart: half of relevance, and its 20 nearest compete;
-# on LoCoMo's development split (bench.meaning_floor) a memory sharing no word reaches
-# 0.35 with a question in 746 of about 2.6 million pairs, few of them right, while six of
-# ten hand-written paraphrases reach it (tests/mcp/test_paraphrases.py): docs/benchmarks.md.
+# all-MiniLM-L6-v2 tells paraphrases apart: half of relevance, and its 20 nearest compete.
+# On LoCoMo's development split (bench.meaning_floor) 746 pairs of a question and a memory
+# sharing no word with it reach 0.35, 3 of them holding evidence, while six of ten
+# hand-written paraphrases do (tests/mcp/test_paraphrases.py): docs/benchmarks.md.
 MINILM_MEANING = Meaning(
     lexical_share=0.5, semantic_share=0.5, dense_candidates=20, meaning_floor=350
 )
