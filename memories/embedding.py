@@ -13,6 +13,7 @@ transfer to a worker's cache, and still far finer than the 1/1000 to which a cos
 rounded; the cache widens them to float32 for the arithmetic.
 """
 
+import importlib.util
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -30,6 +31,10 @@ Vector = npt.NDArray[np.float32]
 STORED_DTYPE = np.dtype("<f2")  # little-endian float16, the same bytes on every machine
 
 
+class EmbedderUnavailable(Exception):
+    """The configured embedder cannot be loaded here; the message says why and what to do."""
+
+
 class Embedder(Protocol):
     # Stored with every vector it makes: a vector of another name is not comparable.
     name: str
@@ -38,8 +43,9 @@ class Embedder(Protocol):
     label: str
     meaning: Meaning
 
-    def load(self) -> None:
-        """Make it ready, or raise EmbedderUnavailable saying why and what to do."""
+    def check(self) -> None:
+        """Raise EmbedderUnavailable, saying why and what to do, when it cannot load; cheap
+        enough for every process that asks for it (the model itself loads on first use)."""
         ...
 
     def embed(self, texts: Sequence[str]) -> list[Vector | None]:
@@ -85,6 +91,15 @@ class WordLlama:
         self._model: _Model | None = None
         self._lock = threading.Lock()
 
+    def check(self) -> None:
+        spec = importlib.util.find_spec("wordllama")
+        folder = Path(spec.origin).parent if spec is not None and spec.origin else None
+        if folder is None or not (folder / "weights" / "l2_supercat_256.safetensors").is_file():
+            raise EmbedderUnavailable(
+                "The wordllama package or its model file is missing: reinstall Taproot "
+                "(pip install -e .), or set TAPROOT_EMBEDDER to another embedder (or none)."
+            )
+
     def load(self) -> None:
         with self._lock:
             if self._model is not None:
@@ -119,10 +134,6 @@ class WordLlama:
         return self.embed([text])[0]
 
 
-class EmbedderUnavailable(Exception):
-    """The configured embedder cannot be loaded here; the message says why and what to do."""
-
-
 def _minilm() -> Embedder:
     from memories.onnx_embedding import minilm
 
@@ -142,9 +153,10 @@ _loading = threading.Lock()
 
 
 def embedder_named(name: str) -> Embedder | None:
-    """The embedder TAPROOT_EMBEDDER names, loaded once per process; None for `none`.
-    One that cannot load raises EmbedderUnavailable, every time it is asked for (and is
-    logged once): recall never falls back to words alone behind the operator's back."""
+    """The embedder TAPROOT_EMBEDDER names, checked once per process (its model loads on
+    first use); None for `none`. One that cannot load raises EmbedderUnavailable, every
+    time it is asked for (and is logged once): recall never falls back to words alone
+    behind the operator's back."""
     if name == "none":
         return None
     with _loading:
@@ -167,7 +179,7 @@ def _load(name: str) -> Embedder | EmbedderUnavailable:
                 f"TAPROOT_EMBEDDER={name!r} names no embedder: use wordllama, minilm, "
                 "onnx:PATH or none."
             )
-        provider.load()
+        provider.check()
     except EmbedderUnavailable as error:
         logger.error("%s", error)
         return error

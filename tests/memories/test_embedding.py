@@ -73,7 +73,7 @@ def test_an_embedder_that_cannot_load_is_one_clear_error_every_time_logged_once(
         name = "broken"
         dimension = 1
 
-        def load(self) -> None:
+        def check(self) -> None:
             raise OSError("weights missing")
 
     monkeypatch.setitem(embedding._PROVIDERS, "broken", Broken)
