@@ -25,8 +25,8 @@ class StartupRefused(Exception):
 
 
 def _recall_index_problem() -> str | None:
-    """Why recall cannot serve as configured. Loads the embedder, so the first recall does
-    not wait for it."""
+    """Why recall cannot serve as configured: the index's profile, or the embedder (checked
+    here; its model loads on first use)."""
     from django.conf import settings
 
     from memories.indexing import embedder_problem, index_mismatch
