@@ -8,6 +8,7 @@ Writes bench/results/<timestamp>/results.json and results.md (and bench/results/
 import argparse
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -60,8 +61,12 @@ TIMING = {"quick": (1.0, 4.0), "full": (3.0, 8.0)}
 HTTP_SIZE = 10_000
 PARTS = ("service", "retrieval", "http")
 # `retrieval` is the static LoCoMo run and its replay as real use; `replay` alone is the
-# replay (bench.replay).
-RETRIEVAL_RUNS = {"retrieval": ("static", "replay"), "replay": ("replay",)}
+# replay (bench.replay), `static` alone the static run.
+RETRIEVAL_RUNS = {
+    "retrieval": ("static", "replay"),
+    "replay": ("replay",),
+    "static": ("static",),
+}
 
 
 def log(message: str) -> None:
@@ -173,8 +178,13 @@ def cross_check(retrieval: dict[str, Any], data: Path) -> list[str]:
     return lines
 
 
+def store_embedder() -> str:
+    """The embedder the stores' vectors are made by: TAPROOT_EMBEDDER, as the children read it."""
+    return os.environ.get("TAPROOT_EMBEDDER", "wordllama").strip() or "wordllama"
+
+
 def store_key(size: int, seed: int) -> str:
-    digest = hashlib.sha256(f"{size}:{seed}".encode())
+    digest = hashlib.sha256(f"{size}:{seed}:{store_embedder()}".encode())
     migrations = sorted((ROOT / "memories" / "migrations").glob("*.py"))
     for path in [*(ROOT / name for name in STORE_SOURCES), *migrations]:
         digest.update(path.name.encode())
@@ -193,10 +203,14 @@ def prepared_store(
     """
     CACHE.mkdir(parents=True, exist_ok=True)
     name = f"{backend}-{size}-seed{args.seed}"
+    suffix = f"cache_{size}_seed{args.seed}"
+    if store_embedder() != "wordllama":  # each embedder's vectors in a store of its own
+        name += f"-{_slug(store_embedder())}"
+        suffix += f"_{_slug(store_embedder()).replace('-', '_')}"
     if backend == "sqlite":
         cached = sqlite_database(CACHE, name)
     else:
-        cached = postgres_database(args.postgres_url, f"cache_{size}_seed{args.seed}")
+        cached = postgres_database(args.postgres_url, suffix)
     meta_path = CACHE / f"{name}.json"
     key = store_key(size, args.seed)
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
@@ -246,6 +260,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="NAME=VALUE",
         help="retrieval: override a ranking constant (memories.ranking.ActivationConfig), "
         "e.g. --activation history_weight=0.2; repeatable",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2,…",
+        help="static retrieval: rank the same stores again with every combination of these "
+        "ranking constants, e.g. --sweep meaning_floor=350,400 --sweep "
+        "lexical_share/semantic_share=0.7/0.3,0.5/0.5 (names joined by / move together; each "
+        "combination reported as a system of its own); repeatable",
+    )
+    parser.add_argument(
+        "--systems",
+        help="retrieval: only these of Taproot's rankings (';'-separated names, e.g. "
+        "'Taproot, MiniLM'); default every one installed",
     )
     parser.add_argument(
         "--only",
@@ -409,6 +438,33 @@ def activation_overrides(pairs: list[str]) -> dict[str, Any]:
     return overrides
 
 
+def sweep_overrides(options: list[str]) -> list[dict[str, Any]]:
+    """`--sweep NAME=V1,V2` options as every combination of their values, each checked as
+    `--activation` is."""
+    axes = []
+    for option in options:
+        names, sep, values = option.partition("=")
+        if not sep or not values:
+            raise SystemExit(f"--sweep {option}: give NAME=V1,V2,… or NAME/NAME=V/V,V/V,…")
+        axis = []
+        for value in values.split(","):
+            parts = value.split("/")
+            if len(parts) != len(names.split("/")):
+                raise SystemExit(f"--sweep {option}: each value needs one part per name")
+            axis.append(
+                [f"{n.strip()}={v.strip()}" for n, v in zip(names.split("/"), parts, strict=True)]
+            )
+        axes.append(axis)
+    return (
+        [
+            activation_overrides([pair for group in combination for pair in group])
+            for combination in itertools.product(*axes)
+        ]
+        if axes
+        else []
+    )
+
+
 def run_retrieval(
     args: argparse.Namespace,
     backends: list[str],
@@ -422,6 +478,7 @@ def run_retrieval(
         notes.append(f"LoCoMo data not found at {args.locomo}: not measured")
         return None
     activation = json.dumps(activation_overrides(args.activation))
+    sweep = json.dumps(sweep_overrides(args.sweep))
     measured = {}
     for backend in backends:
         db = database(backend, "locomo")
@@ -429,7 +486,8 @@ def run_retrieval(
         log(f"retrieval quality on LoCoMo ({' and '.join(runs)}): {db.label}")
         measured[backend] = run_child(
             ["retrieval", "--database-url", db.url, "--data", str(args.locomo),
-             "--runs", ",".join(runs), "--activation", activation],
+             "--runs", ",".join(runs), "--activation", activation,
+             "--systems", args.systems or "", "--sweep", sweep],
             out_dir / f"retrieval-{backend}" / "retrieval.json",
         )  # fmt: skip
         if not args.keep_databases:
@@ -444,7 +502,7 @@ def run_retrieval(
 def _same_rankings(runs: dict[str, dict[str, Any]]) -> list[str]:
     """Whether Taproot ranked (and replayed) every question alike on both databases."""
     lines = []
-    for system in ("Taproot", "Taproot, replayed"):
+    for system in ("Taproot", "Taproot, replayed", "Taproot, MiniLM", "Taproot, MiniLM, replayed"):
         differing = total = 0
         for unit, unit_report in runs["sqlite"]["units"].items():
             if system not in unit_report["systems"]:

@@ -50,6 +50,8 @@ def _retrieval(args: argparse.Namespace) -> dict[str, Any]:
             out_dir=args.out.parent,
             static="static" in args.runs,
             replay="replay" in args.runs,
+            rankings=[name for name in args.systems.split(";") if name] or None,
+            sweep=json.loads(args.sweep),
         )
     return {"activation": activation, **report} if activation else report
 
@@ -91,6 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     quality.add_argument(
         "--activation", default="{}", help="TAPROOT_ACTIVATION overrides, as a JSON object"
     )
+    quality.add_argument("--systems", default="", help="rankings to run, ';'-separated")
+    quality.add_argument("--sweep", default="[]", help="constants to rank with too, JSON list")
     http = sub.add_parser("http", help="MCP tool calls over HTTP against uvicorn")
     http.add_argument("--size", type=int, required=True)
     http.add_argument("--seed", type=int, default=7)

@@ -9,8 +9,10 @@ many such pairs reach it and what share of them hold one of the question's evide
 turns.
 
     .venv/bin/python -m bench.meaning_floor [--locomo PATH] [--unit observation|turn]
+        [--embedder wordllama|minilm|onnx:PATH]
 
-Nothing here touches a database or Django; the embedder is the one recall uses (wordllama).
+Nothing here touches a database or Django; the embedder is one recall can use (wordllama,
+the default, or the one named), embedding memories and questions as recall does.
 """
 
 import argparse
@@ -21,7 +23,7 @@ from pathlib import Path
 from bench import locomo
 from bench.shared import locomo_dev_split
 
-FLOORS = (300, 350, 380, 400, 420, 440, 460, 480, 490, 500, 550, 600)
+FLOORS = (200, 250, 300, 350, 380, 400, 420, 440, 460, 480, 490, 500, 550, 600)
 
 
 @dataclass(frozen=True)
@@ -60,14 +62,14 @@ def precision_by_floor(pairs: Sequence[Pair], floors: Iterable[int]) -> list[Flo
     return rows
 
 
-def meaning_only_pairs(benchmark: locomo.Benchmark) -> list[Pair]:
+def meaning_only_pairs(benchmark: locomo.Benchmark, embedder_name: str = "wordllama") -> list[Pair]:
     """Every (question, memory of its conversation sharing no index key) pair, with the
     cosine recall would compute."""
     from memories import semantic
     from memories.embedding import embedder_named
     from memories.ranking import TAPROOT, index_key, memory_terms, parse_query
 
-    embedder = embedder_named("wordllama")
+    embedder = embedder_named(embedder_name)
     assert embedder is not None
     grouped = benchmark.by_conversation()
     stored: dict[str, list[tuple[locomo.UnitMemory, frozenset[str], bytes]]] = {}
@@ -91,7 +93,7 @@ def meaning_only_pairs(benchmark: locomo.Benchmark) -> list[Pair]:
     pairs = []
     for question in benchmark.questions:
         query = parse_query(question.text, TAPROOT)
-        [vector] = embedder.embed([question.text])
+        vector = embedder.embed_query(question.text)
         if vector is None:
             continue
         candidates = [
@@ -127,11 +129,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.meaning_floor", description=__doc__)
     parser.add_argument("--locomo", type=Path, default=None, help="LoCoMo-format file")
     parser.add_argument("--unit", choices=locomo.UNITS, action="append", help="default: both")
+    parser.add_argument("--embedder", default="wordllama", help="wordllama, minilm or onnx:PATH")
     args = parser.parse_args(argv)
     data = locomo.read_dataset(args.locomo or locomo_dev_split())
     for unit in args.unit or locomo.UNITS:
         benchmark = locomo.build(data, unit)
-        rows = precision_by_floor(meaning_only_pairs(benchmark), FLOORS)
+        rows = precision_by_floor(meaning_only_pairs(benchmark, args.embedder), FLOORS)
         print(render(unit, rows, len(benchmark.questions)) + "\n")
 
 

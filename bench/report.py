@@ -545,6 +545,36 @@ def replay_targets_section(results: dict[str, Any]) -> str:
     return table(("unit", "target", "needs", "measured", ""), rows)
 
 
+# Issue 25's targets for Taproot with MiniLM on the development split: static R@10 at
+# least these, and replayed no lower than the default embedder's replayed.
+MINILM_STATIC_TARGETS = {"observation": 0.64, "turn": 0.69}
+
+
+def minilm_targets_section(results: dict[str, Any]) -> str:
+    """Issue 25's targets, for Taproot with MiniLM (when it was measured)."""
+    retrieval = results.get("retrieval") or {}
+    rows = []
+    for unit, unit_report in retrieval.get("units", {}).items():
+        systems = unit_report["systems"]
+        static_r10 = _overall(systems.get("Taproot, MiniLM"), "R@10")
+        if static_r10 is not None and unit in MINILM_STATIC_TARGETS:
+            target = MINILM_STATIC_TARGETS[unit]
+            rows.append(
+                [unit, "static R@10", f"≥ {target:.3f}", f"{static_r10:.3f}",
+                 _verdict_at_least(static_r10, target)]
+            )  # fmt: skip
+        replayed = _overall(systems.get(f"Taproot, MiniLM{REPLAYED}"), "R@10")
+        default = _overall(systems.get(f"Taproot{REPLAYED}"), "R@10")
+        if replayed is not None and default is not None:
+            rows.append(
+                [unit, "replayed R@10 no lower than the default embedder's",
+                 f"≥ {default:.3f}", f"{replayed:.3f}", _verdict_at_least(replayed, default)]
+            )  # fmt: skip
+    if not rows:
+        return "Not measured (the minilm extra is not installed, or retrieval was not run)."
+    return table(("unit", "target", "needs", "measured", ""), rows)
+
+
 def _verdict_at_least(value: float, floor: float) -> str:
     return "met" if value >= floor - 1e-9 else "**missed**"
 
@@ -687,6 +717,8 @@ def render(results: dict[str, Any]) -> str:
         retrieval_section(results),
         "## Targets of recall under use (issue 20)",
         replay_targets_section(results),
+        "## Targets of MiniLM (issue 25)",
+        minilm_targets_section(results),
     ]
     notes = results.get("notes")
     if notes:

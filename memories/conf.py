@@ -9,8 +9,12 @@ from memories.ranking import PROFILES, ActivationConfig, Profile
 
 
 def activation_config() -> ActivationConfig:
-    """The active profile's ranking constants, with any TAPROOT_ACTIVATION overrides."""
+    """The active profile's ranking constants, weighing meaning as the active embedder
+    does (memories.ranking.Meaning), with any TAPROOT_ACTIVATION overrides."""
     constants = ranking_profile().activation
+    semantic = embedder()
+    if semantic is not None:
+        constants = constants.with_meaning(semantic.meaning)
     overrides = getattr(settings, "TAPROOT_ACTIVATION", None) or {}
     if not overrides:
         return constants
@@ -23,11 +27,19 @@ def ranking_profile() -> Profile:
 
 
 def embedder() -> Embedder | None:
-    """The embedder recall by meaning uses (TAPROOT_EMBEDDER); None when it is off or
-    cannot load, and always for the seed profile, which ranks by words alone."""
+    """The embedder recall by meaning uses (TAPROOT_EMBEDDER); None when it is off, and
+    always for the seed profile, which ranks by words alone. One that cannot load raises
+    EmbedderUnavailable (the server refuses to start on it)."""
     if not ranking_profile().idf:
         return None
     return embedder_named(settings.TAPROOT_EMBEDDER)
+
+
+def meaning_model() -> str | None:
+    """What recall by meaning runs on, in words (the embedder's label); None when recall
+    ranks by words alone."""
+    semantic = embedder()
+    return semantic.label if semantic is not None else None
 
 
 def catalog_window_days() -> int:

@@ -1,22 +1,29 @@
 """Turning text into unit vectors for recall by meaning (SPEC §3.2).
 
-An embedder is anything with a name, a dimension and `embed(texts)`; `TAPROOT_EMBEDDER`
-chooses one: `wordllama` (the default: the wordllama package's own model, whose weights
-ship inside its wheel) or `none`. Text without a single token has no vector.
+An embedder is anything with a name, a dimension, the way its cosines are weighed
+(memories.ranking.Meaning) and `embed(texts)` for memories and `embed_query(text)` for a
+query; `TAPROOT_EMBEDDER` chooses one: `wordllama` (the default: the wordllama package's
+own model, whose weights ship inside its wheel), `minilm` (all-MiniLM-L6-v2 from the
+`minilm` extra), `onnx:PATH` (any sentence encoder exported to ONNX: memories.onnx_embedding)
+or `none`. Text without a single token has no vector. An embedder that cannot load is an
+error said in one sentence, never a silent fall-back to words alone.
 
 Vectors are stored as float16: half the bytes of float32 on disk, in every read and in the
 transfer to a worker's cache, and still far finer than the 1/1000 to which a cosine is
 rounded; the cache widens them to float32 for the arithmetic.
 """
 
+import importlib.util
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from memories.ranking import WORDLLAMA_MEANING, Meaning
 
 logger = logging.getLogger(__name__)
 
@@ -24,12 +31,29 @@ Vector = npt.NDArray[np.float32]
 STORED_DTYPE = np.dtype("<f2")  # little-endian float16, the same bytes on every machine
 
 
+class EmbedderUnavailable(Exception):
+    """The configured embedder cannot be loaded here; the message says why and what to do."""
+
+
 class Embedder(Protocol):
+    # Stored with every vector it makes: a vector of another name is not comparable.
     name: str
     dimension: int
+    # What the dashboard and taproot_status call it.
+    label: str
+    meaning: Meaning
+
+    def check(self) -> None:
+        """Raise EmbedderUnavailable, saying why and what to do, when it cannot load; cheap
+        enough for every process that asks for it (the model itself loads on first use)."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> list[Vector | None]:
-        """A unit vector per text, or None for a text without a token."""
+        """A unit vector per memory text, or None for a text without a token."""
+        ...
+
+    def embed_query(self, text: str) -> Vector | None:
+        """The unit vector of a recall query (some models embed queries differently)."""
         ...
 
 
@@ -60,10 +84,21 @@ class WordLlama:
 
     name = "wordllama-l2_supercat-256"
     dimension = 256
+    label = "wordllama (l2_supercat, 256 dimensions)"
+    meaning = WORDLLAMA_MEANING
 
     def __init__(self) -> None:
         self._model: _Model | None = None
         self._lock = threading.Lock()
+
+    def check(self) -> None:
+        spec = importlib.util.find_spec("wordllama")
+        folder = Path(spec.origin).parent if spec is not None and spec.origin else None
+        if folder is None or not (folder / "weights" / "l2_supercat_256.safetensors").is_file():
+            raise EmbedderUnavailable(
+                "The wordllama package or its model file is missing: reinstall Taproot "
+                "(pip install -e .), or set TAPROOT_EMBEDDER to another embedder (or none)."
+            )
 
     def load(self) -> None:
         with self._lock:
@@ -95,34 +130,64 @@ class WordLlama:
         raw = self.model().embed(list(texts), norm=False)
         return unit_rows(np.asarray(raw, dtype=np.float32))
 
+    def embed_query(self, text: str) -> Vector | None:
+        return self.embed([text])[0]
 
-class EmbedderUnavailable(Exception):
-    """The configured embedder cannot be loaded here."""
+
+def _minilm() -> Embedder:
+    from memories.onnx_embedding import minilm
+
+    return minilm()
 
 
-_PROVIDERS = {"wordllama": WordLlama}
-_loaded: dict[str, Embedder | None] = {}
+def _onnx_folder(path: str) -> Embedder:
+    from memories.onnx_embedding import from_folder
+
+    return from_folder(Path(path))
+
+
+_PROVIDERS: dict[str, Callable[[], Embedder]] = {"wordllama": WordLlama, "minilm": _minilm}
+ONNX_PREFIX = "onnx:"
+_loaded: dict[str, Embedder | EmbedderUnavailable] = {}
 _loading = threading.Lock()
 
 
 def embedder_named(name: str) -> Embedder | None:
-    """The embedder TAPROOT_EMBEDDER names, loaded once per process; None for `none`, or
-    when it cannot load (said once in the log: recall then ranks by words alone)."""
+    """The embedder TAPROOT_EMBEDDER names, checked once per process (its model loads on
+    first use); None for `none`. One that cannot load raises EmbedderUnavailable, every
+    time it is asked for (and is logged once): recall never falls back to words alone
+    behind the operator's back."""
     if name == "none":
         return None
     with _loading:
-        if name in _loaded:
-            return _loaded[name]
-        provider = _PROVIDERS[name]()
-        try:
-            provider.load()
-        except Exception as error:  # any failure to import or read the model
-            logger.warning(
-                "The %s embedder could not be loaded (%s): recall ranks by words alone.",
-                name,
-                error,
-            )
-            _loaded[name] = None
+        if name not in _loaded:
+            _loaded[name] = _load(name)
+        found = _loaded[name]
+    if isinstance(found, EmbedderUnavailable):
+        raise found
+    return found
+
+
+def _load(name: str) -> Embedder | EmbedderUnavailable:
+    try:
+        if name.startswith(ONNX_PREFIX):
+            provider = _onnx_folder(name.removeprefix(ONNX_PREFIX))
+        elif name in _PROVIDERS:
+            provider = _PROVIDERS[name]()
         else:
-            _loaded[name] = provider
-        return _loaded[name]
+            raise EmbedderUnavailable(
+                f"TAPROOT_EMBEDDER={name!r} names no embedder: use wordllama, minilm, "
+                "onnx:PATH or none."
+            )
+        provider.check()
+    except EmbedderUnavailable as error:
+        logger.error("%s", error)
+        return error
+    except Exception as error:  # any other failure to import or read the model
+        unavailable = EmbedderUnavailable(
+            f"The {name} embedder could not be loaded ({error}). Check its installation, "
+            "or set TAPROOT_EMBEDDER to another embedder (or none)."
+        )
+        logger.error("%s", unavailable)
+        return unavailable
+    return provider

@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 
 from memories.bulkwrite import INSERT_BATCH, insert_rows, update_rows
 from memories.conf import embedder, ranking_profile
-from memories.embedding import Embedder, Vector
+from memories.embedding import Embedder, EmbedderUnavailable, Vector
 from memories.models import (
     Memory,
     MemoryTag,
@@ -336,4 +336,27 @@ def index_mismatch() -> str | None:
         f"The recall index of {stale.count()} account(s) was built for the {built_for!r} "
         f"relevance profile, but TAPROOT_RANKING is {active!r}. Rebuild it with "
         "`python manage.py reindex_taproot` (or set TAPROOT_RANKING back), then start again."
+    )
+
+
+def embedder_problem(setting: str) -> str | None:
+    """Why the embedder TAPROOT_EMBEDDER names (`setting`) cannot serve recall, or None when
+    it can: it cannot load, or stored vectors were made by another embedder (their
+    cosines with its queries would mean nothing)."""
+    try:
+        semantic = embedder()
+    except EmbedderUnavailable as error:
+        return str(error)
+    if semantic is None:
+        return None
+    stale = MemoryVector.objects.exclude(embedder=semantic.name).order_by()
+    made_by = stale.values_list("embedder", flat=True)[:1]
+    if not made_by:
+        return None
+    accounts = stale.values("owner").distinct().count()
+    return (
+        f"The memory vectors of {accounts} account(s) were made by the {made_by[0]!r} "
+        f"embedder, but TAPROOT_EMBEDDER={setting} makes {semantic.name!r} ones. Rebuild "
+        "them with `python manage.py reindex_taproot` (or set TAPROOT_EMBEDDER back), then "
+        "start again."
     )

@@ -20,6 +20,7 @@ weights live in one frozen config object; `memories.conf.activation_config()` ap
 overrides from settings.
 """
 
+import dataclasses
 import hashlib
 import math
 import re
@@ -38,12 +39,41 @@ from memories.timeutil import micros
 from memories.vocabulary import HIGH, LOW, MEDIUM
 
 SECONDS_PER_DAY = 86_400.0
-# The cosine (in thousandths) a memory sharing no word with the query needs for a place
-# of its own: chosen on the LoCoMo development split for precision (docs/benchmarks.md).
-MEANING_FLOOR = 490
 # Longest token kept verbatim in the database index; longer ones are stored as a
 # prefix plus a digest so the index column stays small on both backends.
 MAX_INDEX_KEY = 64
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """How one embedder's cosines enter recall (SPEC §3.2, issue 25), chosen for that
+    embedder on the LoCoMo development split (docs/benchmarks.md): a lexical match's
+    relevance is lexical_share × its lexical relevance + semantic_share × its cosine; the
+    `dense_candidates` memories nearest the query that share no word with it compete too,
+    and when fewer memories match than asked for, the places left go to the next nearest;
+    either way only those whose cosine (thousandths) reaches `meaning_floor`, with
+    relevance semantic_share × cosine."""
+
+    lexical_share: float
+    semantic_share: float
+    dense_candidates: int
+    meaning_floor: int
+
+
+# wordllama's cosines barely separate a paraphrase from unrelated text: meaning takes 30 %
+# of a match's relevance and fills only places words leave empty, at a high floor.
+WORDLLAMA_MEANING = Meaning(
+    lexical_share=0.7, semantic_share=0.3, dense_candidates=0, meaning_floor=490
+)
+# all-MiniLM-L6-v2 tells paraphrases apart: half of relevance, and its 20 nearest compete.
+# On LoCoMo's development split (bench.meaning_floor) 746 pairs of a question and a memory
+# sharing no word with it reach 0.35, 3 of them holding evidence, while six of ten
+# hand-written paraphrases do (tests/mcp/test_paraphrases.py): docs/benchmarks.md.
+MINILM_MEANING = Meaning(
+    lexical_share=0.5, semantic_share=0.5, dense_candidates=20, meaning_floor=350
+)
+# The default embedder's floor, which the tests of recall by meaning read.
+MEANING_FLOOR = WORDLLAMA_MEANING.meaning_floor
 
 
 # How retrieval history enters the score (ActivationConfig.history).
@@ -82,13 +112,12 @@ class ActivationConfig:
     content_factor: int = 7
     idf_scale: int = 1000
     idf_k: float = 0.5
-    # Recall by meaning (SPEC §3.2): a lexical match's relevance is lexical_share × its
-    # lexical relevance + semantic_share × its cosine (thousandths); a memory sharing no
-    # word may take a place left over when its cosine reaches meaning_floor (thousandths),
-    # with relevance semantic_share × cosine.
-    lexical_share: float = 0.7
-    semantic_share: float = 0.3
-    meaning_floor: int = MEANING_FLOOR
+    # Recall by meaning (SPEC §3.2): the active embedder's Meaning (with_meaning); these
+    # defaults are the default embedder's.
+    lexical_share: float = WORDLLAMA_MEANING.lexical_share
+    semantic_share: float = WORDLLAMA_MEANING.semantic_share
+    dense_candidates: int = WORDLLAMA_MEANING.dense_candidates
+    meaning_floor: int = WORDLLAMA_MEANING.meaning_floor
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_FORMS:
@@ -96,6 +125,16 @@ class ActivationConfig:
                 f"The history form must be one of {', '.join(HISTORY_FORMS)} "
                 f"(TAPROOT_ACTIVATION gives {self.history!r})."
             )
+
+    def with_meaning(self, meaning: Meaning) -> "ActivationConfig":
+        """These constants with an embedder's way of weighing meaning."""
+        return dataclasses.replace(
+            self,
+            lexical_share=meaning.lexical_share,
+            semantic_share=meaning.semantic_share,
+            dense_candidates=meaning.dense_candidates,
+            meaning_floor=meaning.meaning_floor,
+        )
 
 
 DEFAULT_ACTIVATION = ActivationConfig()

@@ -1,7 +1,8 @@
 """ASGI entry point: `uvicorn taproot_site.asgi:application --lifespan on`.
 
 A small dispatcher sits on top of Django. It answers the lifespan protocol itself
-(Django refuses it), refusing to start on a recall index of the other profile, and keeps
+(Django refuses it), refusing to start on a recall index of the other profile, on an
+embedder that cannot load or on vectors another embedder made, and keeps
 the MCP endpoint serving for the life of the process; it sends `/mcp` to that endpoint
 (mcp_bridge.admission, which admits each request before the MCP SDK sees it) and
 everything else to Django.
@@ -24,10 +25,14 @@ class StartupRefused(Exception):
 
 
 def _recall_index_problem() -> str | None:
-    from memories.indexing import index_mismatch
+    """Why recall cannot serve as configured: the index's profile, or the embedder (checked
+    here; its model loads on first use)."""
+    from django.conf import settings
+
+    from memories.indexing import embedder_problem, index_mismatch
 
     try:
-        return index_mismatch()
+        return index_mismatch() or embedder_problem(settings.TAPROOT_EMBEDDER)
     finally:
         connections.close_all()
 

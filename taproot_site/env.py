@@ -37,6 +37,19 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def env_embedder(name: str, default: str, named: tuple[str, ...]) -> str:
+    """One of the named embedders (any case), or `onnx:PATH`, its folder as given."""
+    raw = env_str(name, default)
+    if raw[:5].lower() == "onnx:" and raw[5:].strip():
+        return "onnx:" + raw[5:].strip()
+    if raw.lower() in named:
+        return raw.lower()
+    raise ImproperlyConfigured(
+        f"{name} must be one of {', '.join(named)}, or onnx: followed by the folder of an "
+        f"ONNX sentence encoder (got {os.environ.get(name)!r})."
+    )
+
+
 def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     if raw is None:

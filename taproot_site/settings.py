@@ -17,6 +17,7 @@ from taproot_site.env import (
     database_from_url,
     env_bool,
     env_choice,
+    env_embedder,
     env_int,
     env_list,
     env_str,
@@ -99,10 +100,11 @@ TAPROOT_REFLECT_NUDGE_HOURS = env_int("TAPROOT_REFLECT_NUDGE_HOURS", 12, minimum
 # are; "seed" is the original rule. The index is built for one of them: after a change,
 # run `manage.py reindex_taproot`.
 TAPROOT_RANKING = env_choice("TAPROOT_RANKING", "taproot", ("taproot", "seed"))
-# Recall by meaning (SPEC §3.2): "wordllama" (a small local model shipped inside its
-# package) blends a semantic signal into the taproot profile's relevance; "none" ranks by
-# words alone.
-TAPROOT_EMBEDDER = env_choice("TAPROOT_EMBEDDER", "wordllama", ("wordllama", "none"))
+# Recall by meaning (SPEC §3.2, issue 25): "wordllama" (a small local model shipped inside
+# its package) blends a semantic signal into the taproot profile's relevance; "minilm"
+# (all-MiniLM-L6-v2, the minilm extra) and "onnx:PATH" (a sentence encoder exported to that
+# folder) are stronger and dearer (memories.onnx_embedding); "none" ranks by words alone.
+TAPROOT_EMBEDDER = env_embedder("TAPROOT_EMBEDDER", "wordllama", ("wordllama", "minilm", "none"))
 # Overrides for the recall ranking constants of the active profile (see
 # memories.ranking.ActivationConfig).
 TAPROOT_ACTIVATION: dict[str, object] = {}

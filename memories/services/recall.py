@@ -4,7 +4,7 @@ import dataclasses
 import heapq
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -25,7 +25,15 @@ from memories.ranking import (
     rank,
 )
 from memories.refs import IdPrefix, Resolved
-from memories.scoring import EPSILON, Band, Filters, OwnerIndex, best_candidates, statistics
+from memories.scoring import (
+    EPSILON,
+    Band,
+    Filters,
+    OwnerIndex,
+    best_candidates,
+    holding_any,
+    statistics,
+)
 from memories.semantic import CACHE
 from memories.services._common import distinct, now_or
 from memories.shortids import resolve_prefixes
@@ -108,7 +116,7 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
             query, profile=profile, live=owner_index.live, df=owner_index.df, config=config
         )
         denominator = Relevance(weights, keyword_factor, content_factor).denominator
-    query_vector = semantic.embed([filters.query or ""])[0] if semantic else None
+    query_vector = semantic.embed_query(filters.query or "") if semantic else None
     ceiling = 1000
     held = sum(owner_index.df.values())
     if query_vector is not None and held >= max(WIDE_QUERY, WIDE_SHARE * owner_index.live):
@@ -144,13 +152,18 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
         band, [cosine or 0 for cosine in stored], limit=filters.limit, config=config
     )
     alone: list[Candidate] = []
-    if band.matched < filters.limit:
+    # The embedder's nearest compete with the matches; places the matches leave go to the
+    # next nearest.
+    places = max(config.dense_candidates, filters.limit - band.matched)
+    if places > 0:
         alone = _meaning_alone(
             owner,
             query_vector,
             narrowing,
-            places=filters.limit - band.matched,
+            places=places,
             exclude={uuid.UUID(int=key) for key in band.keys},
+            # Matches the band left out (too far below the cut) are matches all the same.
+            unbanded_keys=query.tokens if band.matched > len(band.keys) else (),
             owner_index=owner_index,
             now=now,
             config=config,
@@ -190,12 +203,15 @@ def _meaning_alone(
     *,
     places: int,
     exclude: set[uuid.UUID],
+    unbanded_keys: Sequence[str],
     owner_index: OwnerIndex,
     now: datetime,
     config: ActivationConfig,
 ) -> list[Candidate]:
     """Memories sharing no word with the query whose cosine reaches the floor, the best
-    `places` of them that the filters admit, best cosine first (SPEC §3.2)."""
+    `places` of them that the filters admit, best cosine first (SPEC §3.2). `exclude`
+    holds matches; when some matches are not in it, `unbanded_keys` are the query's
+    keys, and a memory holding one is left out too."""
     semantic = embedder()
     assert semantic is not None
     # The cache may hold memories since archived or deleted, or outside the filters: ask
@@ -213,6 +229,9 @@ def _meaning_alone(
         )
         cosine_of = dict(nearest)
         candidate_ids = [i for i in cosine_of if narrowing.ids is None or i in narrowing.ids]
+        if unbanded_keys and candidate_ids:
+            matching = holding_any(owner.pk, unbanded_keys, candidate_ids)
+            candidate_ids = [i for i in candidate_ids if i not in matching]
         admitted = (
             best_candidates(
                 owner.pk,

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models.functions import Length
 
-from memories.conf import catalog_window_days, reflect_max_tokens
+from memories.conf import catalog_window_days, meaning_model, reflect_max_tokens
 from memories.models import Closing, Memory, User
 from memories.payload import (
     USAGE_NOTE,
@@ -181,6 +181,8 @@ class StoreStatus:
     window_days: int
     history: ReflectHistory
     suggestions: list[SuggestionGroup]
+    # The embedder recall by meaning uses, in words; None when recall ranks by words alone.
+    meaning_model: str | None = None
 
     @property
     def live(self) -> int:
@@ -210,4 +212,5 @@ def status(*, owner: User, now: datetime | None = None) -> StoreStatus:
         window_days=catalog_window_days(),
         history=reflect_history(owner=owner, now=now),
         suggestions=suggestions(owner=owner, now=now),
+        meaning_model=meaning_model(),
     )

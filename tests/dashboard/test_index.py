@@ -324,6 +324,18 @@ def test_the_search_box_says_it_matches_words_not_meaning(client, user):
     assert "words only, not meaning" in html
 
 
+@pytest.mark.parametrize(
+    ("embedder", "shown"),
+    [("wordllama", "wordllama (l2_supercat, 256 dimensions)"), ("none", "off (words only)")],
+)
+def test_the_page_says_what_recall_by_meaning_runs_on(logged_in, settings, embedder, shown):
+    settings.TAPROOT_EMBEDDER = embedder
+
+    response = logged_in.get(URL)
+
+    assert f'<dd id="meaning-model">{shown}</dd>' in response.text
+
+
 def test_a_compressed_memory_names_the_one_it_went_into_by_short_id_linked(
     logged_in, user, make_memory
 ):

@@ -8,7 +8,7 @@ def embedded_cosine(query: str, memory: Any) -> int | None:
     from memories.semantic import cosines, memory_text, stored
 
     semantic = embedder()
-    query_vector = semantic.embed([query])[0] if semantic is not None else None
+    query_vector = semantic.embed_query(query) if semantic is not None else None
     if semantic is None or query_vector is None:
         return None
     text = memory_text(

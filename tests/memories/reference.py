@@ -59,8 +59,9 @@ def reference_rank(
 
     `cosine` (a memory's cosine with the query in thousandths, None without a vector)
     blends in meaning: every lexical match's relevance takes it in (a match without a
-    vector counts 0), and when there are fewer matches than `limit`, memories that share
-    no word fill the places left if their cosine reaches the floor, best cosine first.
+    vector counts 0); of the memories that share no word and whose cosine reaches the
+    floor, the `dense_candidates` nearest compete with the matches, and the next nearest
+    fill the places the matches leave, best cosine first.
     """
     query = parse_query(query_text, profile)
     if query.only_stop_words:
@@ -113,7 +114,8 @@ def reference_rank(
         if hits[m.id] == 0 and (c := cosine(m)) is not None and c >= config.meaning_floor:
             alone.append((-c, str(m.id), m))
     alone.sort()
-    fill = [candidate(m, -c) for c, _, m in alone[: max(0, limit - len(matches))]]
+    places = max(config.dense_candidates, limit - len(matches))
+    fill = [candidate(m, -c) for c, _, m in alone[: max(0, places)]]
     return rank(matches + fill, denominator=scorer.denominator, now=now, config=config)[:limit]
 
 

@@ -1,5 +1,5 @@
 """The embedder (SPEC §3.2): wordllama's own model, loaded offline and once, unit vectors,
-no vector for text without a token, and a clear line in the log when it cannot load."""
+no vector for text without a token, and one clear error when it cannot load (issue 25)."""
 
 import logging
 import subprocess
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memories import embedding
-from memories.embedding import WordLlama, embedder_named
+from memories.embedding import EmbedderUnavailable, WordLlama, embedder_named
 from tests.live_server import ROOT
 
 OFFLINE_LOAD = """
@@ -64,22 +64,34 @@ def test_text_without_a_token_has_no_vector_and_warns_of_nothing():
         assert WordLlama().embed(["", "Cello"])[0] is None
 
 
-def test_an_embedder_that_cannot_load_is_said_once_and_recall_goes_on_by_words(monkeypatch, caplog):
+def test_an_embedder_that_cannot_load_is_one_clear_error_every_time_logged_once(
+    monkeypatch, caplog
+):
+    """Never a silent fall-back to words alone (issue 25): whoever asks for it is told."""
+
     class Broken:
         name = "broken"
         dimension = 1
 
-        def load(self) -> None:
+        def check(self) -> None:
             raise OSError("weights missing")
 
     monkeypatch.setitem(embedding._PROVIDERS, "broken", Broken)
     monkeypatch.setattr(embedding, "_loaded", {})
     with caplog.at_level(logging.WARNING, logger="memories.embedding"):
-        assert embedder_named("broken") is None
-        assert embedder_named("broken") is None
+        for _ in range(2):
+            with pytest.raises(EmbedderUnavailable) as refused:
+                embedder_named("broken")
+            assert "weights missing" in str(refused.value)
+            assert "TAPROOT_EMBEDDER" in str(refused.value)
     [record] = caplog.records
-    assert "could not be loaded" in record.getMessage()
-    assert "words alone" in record.getMessage()
+    assert record.getMessage() == str(refused.value)
+
+
+def test_an_unknown_embedder_name_says_which_there_are(monkeypatch):
+    monkeypatch.setattr(embedding, "_loaded", {})
+    with pytest.raises(EmbedderUnavailable, match="use wordllama, minilm, onnx:PATH or none"):
+        embedder_named("bert")
 
 
 def test_none_means_no_embedder():

@@ -221,10 +221,12 @@ def values(memory: Memory) -> MemoryValues:
     )
 
 
-@pytest.fixture(params=["taproot, hybrid", "taproot, words only", "seed"])
+@pytest.fixture(params=["taproot, hybrid", "taproot, minilm", "taproot, words only", "seed"])
 def profile(request, settings):
     settings.TAPROOT_RANKING = request.param.split(",")[0]
     settings.TAPROOT_EMBEDDER = "none" if "words only" in request.param else "wordllama"
+    if "minilm" in request.param:
+        request.getfixturevalue("minilm")
 
 
 def cosine_with(query: str):

@@ -169,3 +169,15 @@ def test_status_lists_suggestions_with_counts_short_ids_and_reasons(user, make_m
     assert "recalled at least 5 times" in promote["reason"]
     assert (demote["count"], demote["ids"]) == (1, [str(idle_core.pk)[:8]])
     assert (archive["count"], archive["ids"]) == (0, [])
+
+
+@pytest.mark.parametrize(
+    ("embedder", "says"),
+    [
+        ("wordllama", "wordllama (l2_supercat, 256 dimensions)"),
+        ("none", "off: recall ranks by words alone"),
+    ],
+)
+def test_status_says_what_recall_by_meaning_runs_on(user, settings, embedder, says):
+    settings.TAPROOT_EMBEDDER = embedder
+    assert status(owner=user, now=NOW)["recall_by_meaning"] == says

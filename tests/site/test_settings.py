@@ -242,12 +242,30 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
             {"TAPROOT_MCP_REQUESTS_PER_TOKEN": "5"},
             "Rename it TAPROOT_MCP_REQUESTS_PER_USER",
         ),
+        (
+            {"TAPROOT_EMBEDDER": "bert"},
+            "TAPROOT_EMBEDDER must be one of wordllama, minilm, none, or onnx:",
+        ),
+        ({"TAPROOT_EMBEDDER": "onnx:  "}, "TAPROOT_EMBEDDER must be one of"),
     ],
 )
 def test_malformed_values_refuse_to_start_naming_the_variable(env, says):
     with pytest.raises(ImproperlyConfigured) as refused:
         settings_under(env)
     assert says in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        ("MiniLM", "minilm"),
+        (" none ", "none"),
+        ("onnx:/srv/Models/bge-small", "onnx:/srv/Models/bge-small"),
+        ("ONNX: relative/E5", "onnx:relative/E5"),
+    ],
+)
+def test_the_embedder_is_a_name_in_any_case_or_an_onnx_folder_as_given(given, read):
+    assert settings_under({"TAPROOT_EMBEDDER": given})["TAPROOT_EMBEDDER"] == read
 
 
 # --- SQLite under concurrent use -------------------------------------------------------

@@ -2,10 +2,11 @@ import sys
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memories.conf import ranking_profile
+from memories.conf import embedder, ranking_profile
+from memories.embedding import EmbedderUnavailable
 from memories.indexing import rebuild
 from memories.maintenance import refresh_planner_statistics
 from memories.management.users import user_named
@@ -14,9 +15,10 @@ from memories.models import Memory, RecallIndex
 
 class Command(BaseCommand):
     help = (
-        "Rebuild the recall index (tokens, ranking entries, live counts) for the relevance "
-        "profile TAPROOT_RANKING names, in batches, for one user or for everyone. Needed "
-        "after changing TAPROOT_RANKING; running it again changes nothing."
+        "Rebuild the recall index (tokens, ranking entries, live counts, and the memory "
+        "vectors of the embedder TAPROOT_EMBEDDER names) for the relevance profile "
+        "TAPROOT_RANKING names, in batches, for one user or for everyone. Needed after "
+        "changing TAPROOT_RANKING or TAPROOT_EMBEDDER; running it again changes nothing."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,6 +28,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            semantic = embedder()
+        except EmbedderUnavailable as error:
+            raise CommandError(str(error)) from error
         if options["user"]:
             owners = [user_named(options["user"])]
         else:
@@ -42,7 +48,8 @@ class Command(BaseCommand):
                 bar.set_description(owner.get_username())
                 rebuild(owner, batch_size=max(1, options["batch_size"]), advance=bar.update)
         refresh_planner_statistics(vacuum=True)
+        vectors = f" and the {semantic.name!r} embedder" if semantic is not None else ""
         self.stdout.write(
             f"Rebuilt the recall index of {len(owners)} account(s), {total} memories, "
-            f"for the {profile!r} relevance profile."
+            f"for the {profile!r} relevance profile{vectors}."
         )
