@@ -61,18 +61,11 @@ def detect(data: bytes) -> str:
     if data.startswith(ZIP_MAGICS):
         return "basic-memory"
     head = without_bom(data[:_HEAD]).decode("utf-8", "ignore").lstrip()
+    if head.startswith("{") and _is_graph_item(head.split("\n", 1)[0]):
+        return "reference-memory"
     if len(data) <= _HEAD and _is_json(head):
         return "taproot"  # which refuses a JSON value of another shape, saying so
-    if head.startswith("["):
-        return "taproot"
-    if head.startswith("{"):
-        first_line = head.split("\n", 1)[0]
-        try:
-            first = json.loads(first_line)
-        except ValueError:
-            return "taproot"
-        if isinstance(first, dict) and first.get("type") in ("entity", "relation"):
-            return "reference-memory"
+    if head.startswith(("[", "{")):
         return "taproot"
     if head.startswith("---"):
         return "basic-memory"
@@ -85,3 +78,12 @@ def _is_json(text: str) -> bool:
     except (ValueError, RecursionError):
         return False
     return True
+
+
+def _is_graph_item(line: str) -> bool:
+    """Whether a line is one of the reference memory server's: an entity or a relation."""
+    try:
+        item = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(item, dict) and item.get("type") in ("entity", "relation")

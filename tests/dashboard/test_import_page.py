@@ -17,7 +17,7 @@ from tests.store import unchanged
 pytestmark = pytest.mark.django_db
 
 URL = reverse("dashboard:import")
-LIST = "- Prefers short answers\n- Lives in Lisbon\n".encode()
+LIST = b"- Prefers short answers\n- Lives in Lisbon\n"
 
 
 def upload(data, name="memories.md"):
@@ -135,3 +135,20 @@ def test_another_users_store_is_never_touched(logged_in, user, other_user, make_
 
     assert Memory.objects.filter(owner=other_user).get() == theirs
     assert Memory.objects.filter(owner=user).count() == 2
+
+
+def test_imported_memories_show_in_the_dashboard(logged_in):
+    data = b'{"type":"entity","name":"Maya","entityType":"person","observations":["Likes figs"]}'
+    logged_in.post(
+        URL,
+        {
+            "file": upload(data, "memory.jsonl"),
+            "checked": hashlib.sha256(data).hexdigest(),
+            "confirm": "1",
+        },
+        **htmx(),
+    )
+
+    page = logged_in.get(reverse("dashboard:index")).content.decode()
+
+    assert "Maya (person)" in page

@@ -27,6 +27,7 @@ READS = [
     "/dashboard/closings/",
     "/dashboard/export/",
     "/dashboard/clients/",
+    "/dashboard/import/",
 ]
 WRITES = [
     (f"/dashboard/memories/{MEMORY}/curate/", {"salience": "low"}),
@@ -38,6 +39,7 @@ WRITES = [
     ("/dashboard/clients/1/revoke/", {}),
     (f"/dashboard/suggestions/{MEMORY}/archive/apply/", {}),
     (f"/dashboard/suggestions/{MEMORY}/archive/dismiss/", {}),
+    ("/dashboard/import/", {"confirm": "1"}),
 ]
 
 

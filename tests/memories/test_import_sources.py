@@ -484,3 +484,50 @@ def test_the_command_refuses_forcing_a_wrong_source(user, tmp_path):
         run(
             str(Path(mms_file(tmp_path, MMS_ROWS))), "--user", "alice", "--from", "reference-memory"
         )
+
+
+# Indexing, progress ----------------------------------------------------------------------
+
+
+def test_a_large_import_builds_the_index_and_vectors_as_it_writes(user, monkeypatch):
+    from memories.services import importing
+    from tests.memories.test_indexing import assert_derived_columns_are_fresh
+
+    # Past this many memories the vectors are made batch by batch, inside the transaction.
+    monkeypatch.setattr(importing, "EMBED_AHEAD_MAX", 0)
+    monkeypatch.setattr(importing, "WRITE_BATCH", 2)
+
+    reply = imported(user, REFERENCE)
+
+    assert reply.memories == 3
+    assert_derived_columns_are_fresh(user, after="a large import")
+    assert [r["gist"] for r in handlers.recall(owner=user, query="coffee", now=NOW)["results"]] == [
+        "Maya (person)"
+    ]
+
+
+def test_progress_hears_of_each_batch_checked_and_written(user, monkeypatch):
+    from memories.services import importing
+
+    monkeypatch.setattr(importing, "WRITE_BATCH", 2)
+    heard = []
+
+    imported(user, REFERENCE, progress=lambda stage, count: heard.append((stage, count)))
+
+    assert heard == [("checking", 2), ("checking", 1), ("importing", 2), ("importing", 1)]
+
+
+def test_the_command_shows_no_progress_bar_without_a_terminal(user, tmp_path):
+    path = tmp_path / "memory.jsonl"
+    path.write_bytes(REFERENCE)
+    err = StringIO()
+
+    call_command("import_taproot", str(path), "--user", "alice", stdout=StringIO(), stderr=err)
+
+    assert err.getvalue() == ""
+
+
+def test_a_reference_file_of_one_entity_is_recognised(user):
+    reply = imported(user, jsonl({"type": "entity", "name": "Maya", "entityType": "person"}))
+
+    assert (reply.source, reply.memories) == ("reference-memory", 1)
