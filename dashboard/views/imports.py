@@ -17,8 +17,7 @@ from memories.services import Imported, import_store
 # What the form's other fields may add to the file's size in a request.
 _FORM_OVERHEAD = 64 * 1024
 NOT_CHECKED = (
-    "This is not the file that was checked (or it changed since). Check it first, then "
-    "import it."
+    "This is not the file that was checked (or it changed since). Check it first, then import it."
 )
 
 

@@ -36,7 +36,7 @@ from memories.conf import embedder
 from memories.errors import InvalidInput
 from memories.importers import BadFile, Entry, Source, jsontext, open_source
 from memories.importers.jsontext import TOO_DEEP
-from memories.indexing import Vectors, refresh_hashes
+from memories.indexing import Vectors
 from memories.limits import (
     MAX_CONTENT,
     MAX_GIST,
@@ -80,6 +80,8 @@ EMBED_AHEAD_MAX = 2_000
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 Progress = Callable[[str, int], None]
+# Made from the text when a record is normalised; not a repair of what the file held.
+_HASHES = frozenset({"gist_hash", "content_hash"})
 
 
 @dataclass(frozen=True)
@@ -318,8 +320,10 @@ def _plan_batch(plan: _Plan, batch: list[_Record], options: _Options) -> None:
             plan.reminted += 1
         _note_problems(plan, record, options)
         plan.created[category] += 1
+        if plan.problems:
+            continue  # refused anyway: no need to know what normalising would change
         draft = copy.deepcopy(memory)
-        if apply_original_quirks(draft) | bool(normalise(draft)):
+        if apply_original_quirks(draft) | bool(set(normalise(draft)) - _HASHES):
             plan.normalised += 1
     for record in closings:
         pk = record.row.pk
@@ -454,7 +458,7 @@ def _memory(entry: Entry, options: _Options) -> tuple[Memory, list[str]]:
         archive_reason=_text(value.get("archive_reason")),
     )
     memory.last_touched_at = last_touch_of(memory.updated_at, memory.last_retrieved)
-    refresh_hashes(memory)
+    # Its hashes are made when it is normalised: a record the limits refuse costs no more.
     return memory, _memory_over_limits(memory, lists)
 
 
