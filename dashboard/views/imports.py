@@ -27,7 +27,10 @@ def import_page(request: DashboardRequest) -> HttpResponse:
     if request.method == "GET":
         return _page(request, ImportForm())
     # Refused on its declared length before the form reads a byte of it.
-    declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0  # the form's own parsing then says what is wrong
     if refusal := file_too_large(max(0, declared - _FORM_OVERHEAD)):
         return _page(request, ImportForm(), error=refusal.message, status=413)
     form = ImportForm(request.POST, request.FILES)

@@ -284,9 +284,28 @@ def _folder_files(root: Path) -> Iterator[tuple[Path, str, int]]:
 # The files of a zip ----------------------------------------------------------------------
 
 
+def _declared_entries(data: bytes) -> int | None:
+    """How many entries the zip's end record says it holds (its zip64 record's count when
+    there is one), read before zipfile builds an object for each; None when there is no
+    end record (zipfile then says what is wrong)."""
+    end = data.rfind(b"PK\x05\x06", max(0, len(data) - 65_557))
+    if end < 0 or end + 22 > len(data):
+        return None
+    count = int.from_bytes(data[end + 10 : end + 12], "little")
+    locator = end - 20
+    if count == 0xFFFF and locator >= 0 and data[locator : locator + 4] == b"PK\x06\x07":
+        offset = int.from_bytes(data[locator + 8 : locator + 16], "little")
+        if data[offset : offset + 4] == b"PK\x06\x06":
+            count = int.from_bytes(data[offset + 32 : offset + 40], "little")
+    return count
+
+
 def _zip_notes(data: bytes) -> list[zipfile.ZipInfo]:
-    """The notes of a zip, checked before any is read: paths that stay inside it, no
-    encryption, and sizes that add up to less than the import limit."""
+    """The notes of a zip, checked before any is read: not too many entries, paths that
+    stay inside it, no encryption, and sizes that add up to less than the import limit."""
+    declared = _declared_entries(data)
+    if declared is not None and declared > MAX_NOTES:
+        raise BadFile(f"the zip holds more than {MAX_NOTES:,} files")
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, ValueError) as error:
@@ -327,7 +346,7 @@ def _read_zip(data: bytes, left_out: Any) -> Iterator[tuple[str, bytes, datetime
             with archive.open(info) as member:
                 # Held to the size it claims: a zip may lie about it.
                 content = member.read(info.file_size + 1)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as error:
             raise BadFile(f"the zip's note {shown(name)} cannot be read ({error})") from None
         if len(content) > info.file_size:
             raise BadFile(f"the zip's note {shown(name)} is larger than the zip says")

@@ -531,3 +531,23 @@ def test_a_reference_file_of_one_entity_is_recognised(user):
     reply = imported(user, jsonl({"type": "entity", "name": "Maya", "entityType": "person"}))
 
     assert (reply.source, reply.memories) == ("reference-memory", 1)
+
+
+def test_a_zip_claiming_more_entries_than_allowed_is_refused_before_it_is_opened(user, monkeypatch):
+    from memories.importers import basic_memory
+
+    monkeypatch.setattr(basic_memory, "MAX_NOTES", 2)
+    data = zipped({f"n{i}.md": "x" for i in range(3)})
+
+    with unchanged(), pytest.raises(InvalidInput, match="more than 2 files"):
+        imported(user, data)
+
+
+def test_a_zip_with_a_compression_python_cannot_read_is_refused(user):
+    data = bytearray(zipped({"a.md": "x" * 100}))
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        at = data.find(signature)
+        data[at + offset : at + offset + 2] = (99).to_bytes(2, "little")  # no such method
+
+    with unchanged(), pytest.raises(InvalidInput, match="cannot be read"):
+        imported(user, bytes(data))
