@@ -19,8 +19,6 @@ records into another account or server.
 """
 
 import copy
-import json
-import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -34,30 +32,16 @@ from django.db import IntegrityError, transaction
 from memories.bulkwrite import WRITE_BATCH
 from memories.conf import embedder
 from memories.errors import InvalidInput
-from memories.importers import BadFile, Entry, Source, jsontext, open_source
-from memories.importers.jsontext import TOO_DEEP
+from memories.importers import BadFile, Source, open_source
 from memories.indexing import Vectors
-from memories.limits import (
-    MAX_CONTENT,
-    MAX_GIST,
-    MAX_ITEM_LENGTH,
-    MAX_LINKS,
-    MAX_LIST_ITEMS,
-    MAX_REASON,
-    MAX_REFERENCE,
-    MAX_REFLECTION,
-    MAX_TITLE,
-    unstorable,
-)
 from memories.maintenance import refresh_planner_statistics
 from memories.models import Category, ChangeSource, Closing, Memory, User
-from memories.quoting import shown
 from memories.services._common import now_or, record_revisions, reindex_in_batches
-from memories.services.normalise import LIST_FIELDS, normalise, normalise_list, normalise_stored
+from memories.services.import_records import canonical_id, closing_from, memory_from
+from memories.services.normalise import normalise, normalise_list, normalise_stored
 from memories.services.snapshots import take_snapshot
 from memories.services.unit_of_work import embed_ahead
-from memories.timeutil import parse_timestamp
-from memories.vocabulary import home_category, last_touch_of
+from memories.vocabulary import home_category
 
 __all__ = ["BadFile", "Imported", "import_store"]
 
@@ -74,10 +58,6 @@ MAX_RECORDS = 1_000_000
 # write does, so SQLite's write lock is not held while a model embeds). A larger import
 # embeds each batch as it writes it, so its vectors are never all held at once.
 EMBED_AHEAD_MAX = 2_000
-# An id as RFC 9562 writes it; either case (it is the same id), stored in lower case.
-# Braces, "urn:uuid:" and missing hyphens are refused: no Taproot writes them, and a link
-# elsewhere in the file that spells the id another way would silently point nowhere.
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 Progress = Callable[[str, int], None]
 # Made from the text when a record is normalised; not a repair of what the file held.
@@ -285,10 +265,12 @@ def _check(reader: Source, options: _Options) -> _Plan:
 def _records(reader: Source, options: _Options) -> Iterator[_Record]:
     for position, entry in enumerate(reader.entries()):
         if entry.kind == "memory":
-            memory, over = _memory(entry, options)
+            memory, over = memory_from(
+                entry, owner_id=options.owner_id, now=options.now, category=options.category
+            )
             yield _Record(position, entry.label, memory, over)
         else:
-            closing, over = _closing(entry, options)
+            closing, over = closing_from(entry, owner_id=options.owner_id, now=options.now)
             yield _Record(position, entry.label, closing, over)
 
 
@@ -346,243 +328,6 @@ def _note_problems(plan: _Plan, record: _Record, options: _Options) -> None:
         plan.problems.append(f"{record.label} ({', '.join(record.over)})")
 
 
-# Reading one record --------------------------------------------------------------------
-
-
-def _id(value: dict[str, Any], key_id: str | None, label: str) -> uuid.UUID:
-    raw = value.get("id", key_id)
-    pk = _canonical(raw)
-    if pk is None:
-        raise BadFile(
-            f"{label} has an id that is not a UUID ({shown(raw)}); ids are written as 32 "
-            "hexadecimal digits in groups of 8-4-4-4-12"
-        )
-    if key_id is not None and "id" in value:
-        key = _canonical(key_id)
-        if key is not None and key != pk:  # a key without a UUID: the value's id stands
-            raise BadFile(f"{label} holds a record whose id {shown(raw)} differs from its key")
-    return pk
-
-
-def _canonical(raw: Any) -> uuid.UUID | None:
-    if not isinstance(raw, str) or not _UUID.fullmatch(raw.strip()):
-        return None
-    return uuid.UUID(raw.strip())
-
-
-def _timestamp(value: dict[str, Any], name: str, label: str) -> datetime | None:
-    raw = value.get(name)
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return None
-    if isinstance(raw, str):
-        try:
-            return parse_timestamp(raw)
-        except (ValueError, OverflowError):  # Overflow: a zone pushes it past year 1 or 9999
-            pass
-    raise BadFile(f"{label} has a {name} that is not an ISO-8601 date-time ({shown(raw)})")
-
-
-def _text(value: Any) -> str | None:
-    if isinstance(value, str) and value.strip():
-        return value
-    return None
-
-
-_TRUE = frozenset({"true", "yes", "1"})
-
-
-def _flag(value: Any) -> bool:
-    """A flag as a file may hold it: true, or the text "true", "yes" or "1"; anything else
-    is false."""
-    if isinstance(value, bool):
-        return value
-    return isinstance(value, str) and value.strip().lower() in _TRUE
-
-
-def _provenance(value: Any) -> str | None:
-    # The original sometimes kept provenance as an object; keep it, as JSON text.
-    if value is None or isinstance(value, str):
-        return _text(value)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _memory(entry: Entry, options: _Options) -> tuple[Memory, list[str]]:
-    """An unsaved memory holding the record's values as given (normalised later), and
-    how it breaks the limits."""
-    value, label = entry.value, entry.label
-    pk = _id(value, entry.key_id, label)
-    _refuse_unreadable(value, label)
-    lists = _list_values(value, label)
-    content = value.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise BadFile(f"{label} has no content (it must be non-blank text)")
-    source = value.get("source")
-    if not isinstance(source, dict):
-        source = {}
-    # Kept as given, drift included: normalise() repairs them before anything is saved.
-    as_given: dict[str, Any] = {
-        name: value.get(name)
-        for name in (
-            "category",
-            "salience",
-            "epistemic_status",
-            "replication_count",
-            "compression_level",
-            "retrieval_count",
-        )
-    }
-    if as_given["category"] is None and options.category is not None:
-        as_given["category"] = options.category
-    created_at = _timestamp(value, "created_at", label)
-    updated_at = _timestamp(value, "updated_at", label) or created_at or options.now
-    memory = Memory(
-        id=pk,
-        owner_id=options.owner_id,
-        **as_given,
-        content=content,
-        gist=gist if isinstance(gist := value.get("gist"), str) else "",
-        gist_autogenerated=value.get("gist_autogenerated") is True,
-        core=_flag(value.get("core")),
-        tags=copy.deepcopy(value.get("tags", [])),
-        search_keywords=copy.deepcopy(value.get("search_keywords", [])),
-        linked_memories=_canonical_links(copy.deepcopy(value.get("linked_memories", []))),
-        conversation_url=_text(value.get("conversation_url"))
-        or _text(source.get("conversation_url")),
-        conversation_id=_text(value.get("conversation_id")) or _text(source.get("conversation_id")),
-        transcript_ref=_text(value.get("transcript_ref")) or _text(source.get("transcript_ref")),
-        provenance=_provenance(value.get("provenance")),
-        created_at=created_at or updated_at,
-        updated_at=updated_at,
-        last_retrieved=_timestamp(value, "last_retrieved", label),
-        archived_at=_timestamp(value, "archived_at", label),
-        archive_reason=_text(value.get("archive_reason")),
-    )
-    memory.last_touched_at = last_touch_of(memory.updated_at, memory.last_retrieved)
-    # Its hashes are made when it is normalised: a record the limits refuse costs no more.
-    return memory, _memory_over_limits(memory, lists)
-
-
-def _closing(entry: Entry, options: _Options) -> tuple[Closing, list[str]]:
-    value, label = entry.value, entry.label
-    pk = _id(value, entry.key_id, label)
-    _refuse_unreadable(value, label)
-    reflection = value.get("reflection")
-    if not isinstance(reflection, str) or not reflection.strip():
-        raise BadFile(f"{label} has no reflection (it must be non-blank text)")
-    closing = Closing(
-        id=pk,
-        owner_id=options.owner_id,
-        reflection=reflection.strip(),  # as a closing is stored
-        conversation_title=_text(value.get("conversation_title")),
-        conversation_url=_text(value.get("conversation_url")),
-        created_at=_timestamp(value, "created_at", label) or options.now,
-    )
-    over = [
-        *_too_long("reflection", closing.reflection, MAX_REFLECTION),
-        *_too_long("conversation_title", closing.conversation_title, MAX_TITLE),
-        *_too_long("conversation_url", closing.conversation_url, MAX_REFERENCE),
-    ]
-    return closing, over
-
-
-# The limits ----------------------------------------------------------------------------
-
-
-def _too_long(name: str, text: str | None, limit: int) -> list[str]:
-    if text is None or len(text) <= limit:
-        return []
-    return [f"{name} of {len(text):,} characters, over the limit of {limit:,}"]
-
-
-def _list_values(value: dict[str, Any], label: str) -> dict[str, list[Any]]:
-    """The list fields as normalise will read them (a list given as JSON text parsed,
-    within the bounds of any JSON the file holds), to check them against the limits."""
-    lists: dict[str, list[Any]] = {}
-    for name in LIST_FIELDS:
-        raw = value.get(name)
-        if isinstance(raw, str) and raw.strip().startswith("["):
-            try:
-                parsed = jsontext.loads(raw.strip(), f"{label} has {name} that")
-            except ValueError:
-                parsed = None  # not JSON: kept as one item, like any other text
-            except BadFile as refusal:
-                if TOO_DEEP in refusal.message:
-                    raise BadFile(f"{label} has {name} that {TOO_DEEP}") from None
-                raise
-            if isinstance(parsed, list):
-                lists[name] = parsed
-                continue
-        lists[name] = normalise_list(raw)
-    return lists
-
-
-def _memory_over_limits(memory: Memory, lists: dict[str, list[Any]]) -> list[str]:
-    over = [
-        *_too_long("content", memory.content, MAX_CONTENT),
-        *_too_long("gist", memory.gist.strip(), MAX_GIST),
-        *_too_long("provenance", memory.provenance, MAX_REFERENCE),
-        *_too_long("conversation_url", memory.conversation_url, MAX_REFERENCE),
-        *_too_long("conversation_id", memory.conversation_id, MAX_REFERENCE),
-        *_too_long("transcript_ref", memory.transcript_ref, MAX_REFERENCE),
-        *_too_long("archive_reason", memory.archive_reason, MAX_REASON),
-    ]
-    for name in ("tags", "search_keywords"):
-        items = [item for item in lists[name] if isinstance(item, str)]
-        if len(items) > MAX_LIST_ITEMS:
-            over.append(f"{len(items):,} {name}, over the limit of {MAX_LIST_ITEMS}")
-        longest = max(map(len, items), default=0)
-        if longest > MAX_ITEM_LENGTH:
-            over.append(
-                f"{name} with an entry of {longest:,} characters, over the limit of "
-                f"{MAX_ITEM_LENGTH}"
-            )
-    links = [item for item in lists["linked_memories"] if isinstance(item, str)]
-    if len(links) > MAX_LINKS:
-        over.append(f"{len(links):,} linked_memories, over the limit of {MAX_LINKS}")
-    return over
-
-
-def _canonical_links(links: Any) -> Any:
-    if not isinstance(links, list):
-        return links
-    return [
-        str(pk) if isinstance(link, str) and (pk := _canonical(link)) else link for link in links
-    ]
-
-
-def _too_deep(value: Any) -> bool:
-    """Whether lists and objects nest more than MAX_NESTING levels (found without recursion)."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth == jsontext.MAX_NESTING:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def _refuse_unreadable(value: Any, label: str) -> None:
-    if _too_deep(value):  # parsed JSON handed over whole; a file's records never are
-        raise BadFile(f"{label} {TOO_DEEP}")
-    _refuse_unstorable(value, label)
-
-
-def _refuse_unstorable(value: Any, label: str) -> None:
-    """Text no database can store; name the record that has it."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if problem := unstorable(item):
-                raise BadFile(f"{label} contains {problem} which cannot be stored")
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
 # Writing: the second read --------------------------------------------------------------
 
 
@@ -614,7 +359,7 @@ def _owners_of(model: type[Memory] | type[Closing], ids: list[uuid.UUID]) -> dic
 def _remap_links(links: list[str], new_ids: dict[uuid.UUID, uuid.UUID]) -> list[str]:
     remapped = []
     for link in links:
-        target = _canonical(link)
+        target = canonical_id(link)
         remapped.append(str(new_ids[target]) if target in new_ids else link)
     return remapped
 
