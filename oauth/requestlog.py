@@ -3,6 +3,10 @@
 Covers /o/* and /.well-known/*: method, path (never the query string, which carries
 codes and state), status, duration, caller address and the client id when the request
 or the registration reply names one. Secrets, codes and tokens are never logged.
+
+A refusal (4xx) logged here is not logged again by Django's `django.request` warning
+("Bad Request: /o/token/"): one refused refresh, one line. A server error still is, with
+its traceback.
 """
 
 import base64
@@ -84,4 +88,7 @@ class OAuthRequestLogMiddleware:
             client_id_of(request, response),
             client_ip(request),
         )
+        if response.status_code < 500:
+            # Django's own flag for a response already logged (django.utils.log.log_response).
+            response._has_been_logged = True  # type: ignore[attr-defined]
         return response

@@ -12,6 +12,18 @@ TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
 
 
+def settings_or_exit() -> None:
+    """Read the settings now, so that an environment they refuse ends the process with
+    their message, one line that says what to do, rather than a traceback."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taproot_site.settings")
+    from django.conf import settings
+
+    try:
+        settings.SECRET_KEY  # noqa: B018 - loading is the point
+    except ImproperlyConfigured as error:
+        raise SystemExit(str(error)) from None
+
+
 def env_str(name: str, default: str = "") -> str:
     return os.environ.get(name, default).strip()
 

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from taproot_site import server
-from taproot_site.env import DEFAULT_HOST, DEFAULT_PORT, env_int, env_str, local_url
+from taproot_site.env import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    env_int,
+    env_str,
+    local_url,
+    settings_or_exit,
+)
 
 
 def _is_loopback(host: str) -> bool:
@@ -49,6 +56,7 @@ def public_url_note(public_url: str, host: str, port: int) -> str | None:
 
 
 def main(args: Sequence[str] = ()) -> None:
+    settings_or_exit()
     host = env_str("HOST", DEFAULT_HOST)
     port = env_int("PORT", DEFAULT_PORT, minimum=1)
     public_url = env_str("TAPROOT_PUBLIC_URL").rstrip("/")

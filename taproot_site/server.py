@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 import uvicorn.config
 import uvicorn.main
 
+from taproot_site.env import settings_or_exit
+
 _uvicorn_bind_socket = uvicorn.config.Config.bind_socket
 
 
@@ -48,6 +50,8 @@ def proxy_arguments(environ: Mapping[str, str]) -> list[str]:
 
 def main(args: Sequence[str] | None = None) -> None:
     """uvicorn's command line with `args` (the process's own by default)."""
+    # Refused settings stop the server here, in one line, not in each worker's traceback.
+    settings_or_exit()
     uvicorn.config.Config.bind_socket = bind_tcp_socket  # type: ignore[method-assign]
     given = sys.argv[1:] if args is None else list(args)
     # Later options win in uvicorn's command line, so the defaults go first.

@@ -1,6 +1,7 @@
 """Taproot settings: one file, read from environment variables with safe local defaults."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -40,7 +41,7 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY must be set when DEBUG is off: generate one with "
-            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`."
+            "`python3 -c 'import secrets; print(secrets.token_urlsafe(50))'`."
         )
     SECRET_KEY = "django-insecure-local-development-only-do-not-deploy"
 
@@ -66,6 +67,12 @@ TAPROOT_REGISTRATION_LIMIT = env_int("TAPROOT_REGISTRATION_LIMIT", 20, minimum=1
 TAPROOT_REGISTRATION_WINDOW_SECONDS = env_int(
     "TAPROOT_REGISTRATION_WINDOW_SECONDS", 3600, minimum=1
 )
+# Login throttling (django-axes, taproot_site.login): after this many failed logins for
+# one account from one address, each within the lockout time of the one before, that
+# account is refused from that address (429) until the lockout time has passed since the
+# last failure. Addresses follow the registration limit's rule (TAPROOT_TRUSTED_PROXIES).
+TAPROOT_LOGIN_FAILURE_LIMIT = env_int("TAPROOT_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+TAPROOT_LOGIN_LOCKOUT_MINUTES = env_int("TAPROOT_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
 # /mcp against clients that hold the server up: seconds a request body has to arrive
 # whole (then 408), and requests one token may have in progress at once in each worker
 # (more are answered 429). Neither holds a database connection while it waits.
@@ -103,6 +110,7 @@ INSTALLED_APPS = [
     "servestatic",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "oauth2_provider",
     "oauth",
     "memories",
@@ -124,6 +132,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a refused login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "taproot_site.urls"
@@ -169,6 +179,26 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# axes first: a login it refuses never reaches the password check (no hash is computed).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = TAPROOT_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=TAPROOT_LOGIN_LOCKOUT_MINUTES)
+# Account and address together: an attacker cannot lock everyone out from behind a
+# shared proxy, nor lock an account's owner out from where the owner is.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "taproot_site.login.client_address"
+AXES_LOCKOUT_CALLABLE = "taproot_site.login.lockout_response"
+AXES_HTTP_RESPONSE_CODE = 429
+# Tries while locked out are refused without being counted, so the time the lockout
+# page gives stays true; a successful login clears that account's count from there.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+# axes would otherwise keep a row for every successful login, for ever.
+AXES_DISABLE_ACCESS_LOG = True
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/dashboard/"
@@ -229,8 +259,11 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 SERVESTATIC_USE_FINDERS = True
 SERVESTATIC_AUTOREFRESH = DEBUG
 
-# Behind a TLS-terminating proxy that sets X-Forwarded-Proto.
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Whether a request came over HTTPS is the ASGI server's word (the request's scheme):
+# scripts/serve's uvicorn takes X-Forwarded-Proto only from FORWARDED_ALLOW_IPS or
+# TAPROOT_TRUSTED_PROXIES (taproot_site.server). Django's SECURE_PROXY_SSL_HEADER stays
+# unset: it would believe that header from anyone who can reach the server.
+SECURE_PROXY_SSL_HEADER = None
 _https = TAPROOT_PUBLIC_URL.startswith("https://")
 SESSION_COOKIE_SECURE = _https
 CSRF_COOKIE_SECURE = _https
@@ -255,7 +288,11 @@ if _https and not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 60 * 60 * 24 * 30)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = False
+    # Off unless asked for: both bind every subdomain of the public host to HTTPS (the
+    # preload list for a long time), a choice for whoever runs the domain. `check
+    # --deploy` warns about them (security.W005, security.W021); the README says why.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 
 LOGGING = {
     "version": 1,
@@ -265,5 +302,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
         "taproot": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # django-axes warns of every failed login, with the account and address masked;
+        # taproot.login says which account was refused from where, once per refusal.
+        "axes": {"level": "ERROR"},
     },
 }

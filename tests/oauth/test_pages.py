@@ -5,7 +5,12 @@ from django.conf import settings
 
 pytestmark = pytest.mark.django_db
 
-OWN_TEMPLATES = ["base.html", "registration/login.html", "oauth2_provider/authorize.html"]
+OWN_TEMPLATES = [
+    "base.html",
+    "registration/login.html",
+    "registration/locked_out.html",
+    "oauth2_provider/authorize.html",
+]
 
 
 def test_login_page_has_labelled_fields_and_the_stylesheet(client):

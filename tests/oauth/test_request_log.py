@@ -70,3 +70,35 @@ def test_other_paths_are_not_logged_here(client, caplog):
         client.get("/healthz")
         client.get("/accounts/login/")
     assert lines(caplog) == []
+
+
+def about(caplog, path: str) -> list[str]:
+    """Every record, from any logger, that names `path`."""
+    return [
+        f"{record.name}: {record.getMessage()}"
+        for record in caplog.records
+        if path in record.getMessage()
+    ]
+
+
+def test_a_refused_refresh_is_logged_once(claude_flow, caplog):
+    tokens = claude_flow.tokens()
+    claude_flow.refresh(tokens["refresh_token"])
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        replayed = claude_flow.refresh(tokens["refresh_token"])
+    assert replayed.status_code == 400
+    (line,) = about(caplog, "/o/token/")
+    assert line.startswith(f"{LOGGER}: POST /o/token/ 400 ")
+
+
+def test_a_server_error_is_still_logged_by_django(client, caplog, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the token view broke")
+
+    monkeypatch.setattr("oauth2_provider.views.TokenView.post", broken)
+    client.raise_request_exception = False
+    with caplog.at_level(logging.INFO):
+        assert client.post("/o/token/", {"grant_type": "refresh_token"}).status_code == 500
+    logged = about(caplog, "/o/token/")
+    assert any(line.startswith("django.request: Internal Server Error") for line in logged)

@@ -11,6 +11,7 @@ import runpy
 import sqlite3
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import PurePath
 from typing import Any
 from unittest import mock
@@ -50,11 +51,14 @@ def settings_under(env: dict[str, str]) -> dict[str, Any]:
 
 
 def as_json(values: dict[str, Any]) -> Any:
-    """`values` as JSON reads them: paths as text, functions and classes by their names."""
+    """`values` as JSON reads them: paths as text, durations in seconds, functions and
+    classes by their names."""
 
-    def named(value: Any) -> str:
+    def named(value: Any) -> str | float:
         if isinstance(value, PurePath):
             return str(value)
+        if isinstance(value, timedelta):
+            return value.total_seconds()
         return f"{value.__module__}.{value.__qualname__}"
 
     return json.loads(json.dumps(values, default=named))
@@ -171,6 +175,16 @@ def test_the_pool_checks_each_connection_it_lends_and_waits_a_few_seconds_at_mos
     assert loaded({**url, "TAPROOT_DB_POOL_TIMEOUT": "2"})["POOL"]["timeout"] == 2
 
 
+def test_logins_lock_after_ten_failures_for_fifteen_minutes_unless_configured():
+    defaults = loaded({})
+    assert defaults["AXES_FAILURE_LIMIT"] == 10
+    assert defaults["AXES_COOLOFF_TIME"] == 15 * 60
+    assert defaults["AXES_LOCKOUT_PARAMETERS"] == [["username", "ip_address"]]
+    values = loaded({"TAPROOT_LOGIN_FAILURE_LIMIT": "5", "TAPROOT_LOGIN_LOCKOUT_MINUTES": "60"})
+    assert values["AXES_FAILURE_LIMIT"] == 5
+    assert values["AXES_COOLOFF_TIME"] == 60 * 60
+
+
 def test_the_mcp_guards_against_slow_and_greedy_clients_are_configurable():
     defaults = loaded({})
     assert defaults["TAPROOT_MCP_BODY_TIMEOUT"] == 10
@@ -200,6 +214,11 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
         ({"TAPROOT_DB_POOL_SIZE": "ten"}, "TAPROOT_DB_POOL_SIZE must be a whole number"),
         ({"TAPROOT_DB_POOL_TIMEOUT": "0"}, "TAPROOT_DB_POOL_TIMEOUT must be at least 1"),
         ({"TAPROOT_MCP_BODY_TIMEOUT": "0"}, "TAPROOT_MCP_BODY_TIMEOUT must be at least 1"),
+        ({"TAPROOT_LOGIN_FAILURE_LIMIT": "0"}, "TAPROOT_LOGIN_FAILURE_LIMIT must be at least 1"),
+        (
+            {"TAPROOT_LOGIN_LOCKOUT_MINUTES": "soon"},
+            "TAPROOT_LOGIN_LOCKOUT_MINUTES must be a whole",
+        ),
         (
             {"TAPROOT_MCP_REQUESTS_PER_TOKEN": "0"},
             "TAPROOT_MCP_REQUESTS_PER_TOKEN must be at least",
@@ -247,3 +266,21 @@ def test_sqlite_write_transactions_take_the_write_lock_when_they_begin():
         other.execute("ROLLBACK")
     finally:
         other.close()
+
+
+def test_an_https_public_url_gets_hsts_and_its_wider_forms_only_when_asked():
+    values = loaded(PRODUCTION)
+    assert values["SECURE_HSTS_SECONDS"] == 60 * 60 * 24 * 30
+    assert values["SECURE_HSTS_INCLUDE_SUBDOMAINS"] is False
+    assert values["SECURE_HSTS_PRELOAD"] is False
+    wider = loaded(
+        {**PRODUCTION, "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1", "SECURE_HSTS_PRELOAD": "1"}
+    )
+    assert wider["SECURE_HSTS_INCLUDE_SUBDOMAINS"] is True
+    assert wider["SECURE_HSTS_PRELOAD"] is True
+    assert "SECURE_HSTS_SECONDS" not in loaded({})  # not over plain HTTP on this machine
+
+
+def test_django_never_reads_the_scheme_from_a_request_header():
+    # uvicorn sets it from trusted proxies only (tests/site/test_https_behind_a_proxy.py).
+    assert loaded(PRODUCTION)["SECURE_PROXY_SSL_HEADER"] is None
