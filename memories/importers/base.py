@@ -2,6 +2,7 @@
 bytes it is given (their size, UTF-8)."""
 
 import codecs
+import json
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -114,8 +115,6 @@ def without_bom(data: bytes) -> bytes:
 
 def provenance(source: str, **details: Any) -> str:
     """The provenance of an imported memory: JSON text naming the store it came from."""
-    import json
-
     return json.dumps(
         {"imported_from": source, **{k: v for k, v in details.items() if v is not None}},
         ensure_ascii=False,

@@ -16,6 +16,7 @@ import io
 import os
 import re
 import zipfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -334,7 +335,7 @@ def _zip_notes(data: bytes) -> list[zipfile.ZipInfo]:
     return notes
 
 
-def _read_zip(data: bytes, left_out: Any) -> Iterator[tuple[str, bytes, datetime | None]]:
+def _read_zip(data: bytes, left_out: Counter[str]) -> Iterator[tuple[str, bytes, datetime | None]]:
     archive = zipfile.ZipFile(io.BytesIO(data))
     notes = _zip_notes(data)
     left_out[OTHER_FILES] = sum(1 for i in archive.infolist() if not i.is_dir()) - len(notes)

@@ -5,6 +5,11 @@ from pathlib import Path
 from typing import Any
 
 from memories.importers.base import BadFile, Source, check_size, without_bom
+from memories.importers.basic_memory import BasicMemory
+from memories.importers.mcp_memory_service import McpMemoryService
+from memories.importers.plain import PlainList
+from memories.importers.reference import ReferenceMemory
+from memories.importers.taproot import TaprootFile
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -16,12 +21,6 @@ SOURCES = ("taproot", "reference-memory", "mcp-memory-service", "basic-memory", 
 def open_source(data: Any, *, source: str | None, owner_id: int) -> Source:
     """The reader for `data`: a file's bytes (or text), a path to a file or a Basic
     Memory folder, or parsed JSON (a list or a dict: Taproot's shapes)."""
-    from memories.importers.basic_memory import BasicMemory
-    from memories.importers.mcp_memory_service import McpMemoryService
-    from memories.importers.plain import PlainList
-    from memories.importers.reference import ReferenceMemory
-    from memories.importers.taproot import TaprootFile
-
     if source is not None and source not in SOURCES:
         raise BadFile(
             f"{source!r} is not a source Taproot reads; choose one of {', '.join(SOURCES)}"

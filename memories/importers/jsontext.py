@@ -8,6 +8,7 @@ ijson's Python parser instead (slower, exact), and the lone half is then refused
 text no database can store.
 """
 
+import io
 import math
 import re
 from collections.abc import Iterator
@@ -25,6 +26,11 @@ TOO_DEEP = f"nests lists or objects more than {MAX_NESTING} levels deep"
 MAX_RECORD_VALUES = 200_000
 # The largest whole number every supported database stores.
 MAX_INTEGER = 2**63 - 1
+# Bytes the parser reads at once. yajl re-reads a value that spans its buffers from the
+# value's start on each one (a 50 MB text took a minute in ijson's default 64 KB buffers,
+# two seconds in these), and it turns a whole buffer into events before handing any over
+# (a buffer of the file whole would hold every value of it at once).
+PARSE_BUFFER = 1 << 20
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
@@ -42,23 +48,7 @@ def events(data: bytes) -> Iterator[tuple[str, Any]]:
     event's path, which costs time and memory in proportion to the depth: quadratic for a
     deeply nested file.)"""
     backend = _backend(data)
-    # All of it as one buffer: the file is in memory already, and yajl re-reads a value
-    # that spans buffers from its start on each one (a 50 MB text took a minute in 64 KB
-    # buffers, a fraction of a second in one).
-    return iter(backend.basic_parse(_Whole(data), use_float=True, buf_size=len(data) + 1))
-
-
-class _Whole:
-    """A file whose first read gives all of `data` (the same object, not a copy)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data: bytes | None = data
-
-    def read(self, size: int = -1) -> bytes:
-        if size == 0:  # ijson asks for nothing first, to learn that it reads bytes
-            return b""
-        data, self.data = self.data or b"", None
-        return data
+    return iter(backend.basic_parse(io.BytesIO(data), use_float=True, buf_size=PARSE_BUFFER))
 
 
 def parse_problem(error: Exception) -> str:
