@@ -551,3 +551,24 @@ def test_a_zip_with_a_compression_python_cannot_read_is_refused(user):
 
     with unchanged(), pytest.raises(InvalidInput, match="cannot be read"):
         imported(user, bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("store", "word", "gist"),
+    [
+        ("mcp-memory-service", "stale", "The deploy broke because of a stale cache"),
+        ("basic-memory", "compost", "Soil chapter"),
+        ("text", "cello", "Is learning the cello ♪"),
+    ],
+)
+def test_each_store_is_found_by_recall_after_its_import(user, tmp_path, store, word, gist):
+    data = {
+        "mcp-memory-service": lambda: mms_file(tmp_path, MMS_ROWS),
+        "basic-memory": lambda: notes_folder(tmp_path),
+        "text": lambda: CLAUDE_LIST.encode(),
+    }[store]()
+    imported(user, data)
+
+    found = handlers.recall(owner=user, query=word, now=NOW)
+
+    assert [r["gist"] for r in found["results"]] == [gist]
