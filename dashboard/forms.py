@@ -122,6 +122,9 @@ class RestoreForm(forms.Form):
     use = forms.ChoiceField(
         choices=[("before", "before"), ("after", "after")], error_messages=NOT_OFFERED
     )
+    # The memory's state the confirmed preview was drawn from (RestorePreview.version);
+    # without it (or malformed) the restore is shown and asked for, not applied.
+    version = forms.RegexField(regex=r"^[0-9a-f]{64}$", required=False)
 
 
 SOURCE_LABELS = {

@@ -7,12 +7,20 @@ from memories.errors import (
     LimitExceeded,
     MemoryArchived,
     NothingToChange,
+    RestoreOutdated,
+    SuggestionStale,
     UnknownMemory,
     UnknownRevision,
     Unstorable,
 )
 
 _PAST = {"promote": "promoted", "update": "changed"}
+# What a suggestion would have done, as "no longer suggested to …" ends.
+_SUGGESTED = {
+    "promote": "move it into the core tier",
+    "demote": "move it out of the core tier",
+    "archive": "archive it",
+}
 
 
 def say(error: DomainError) -> str:
@@ -37,4 +45,20 @@ def say(error: DomainError) -> str:
             return "Nothing was changed: choose what to change first."
         case UnknownRevision():
             return "This revision no longer exists."
+        case SuggestionStale(kind=kind, dismissed=True):
+            return (
+                f"Nothing was changed: the suggestion to {_SUGGESTED.get(kind, kind)} was "
+                "dismissed, perhaps in another window."
+            )
+        case SuggestionStale(kind=kind):
+            return (
+                f"Nothing was changed: this memory is no longer suggested to "
+                f"{_SUGGESTED.get(kind, kind)}. It changed since the suggestions were shown; "
+                "they are up to date now."
+            )
+        case RestoreOutdated():
+            return (
+                "Nothing was restored: this memory changed after you looked (perhaps in "
+                "another window, or Claude changed it). Here is what restoring would change now."
+            )
     return "This change could not be made. Reload the page and try again."

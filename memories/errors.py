@@ -161,6 +161,31 @@ class UnknownRevision(DomainError):
         super().__init__(f"No revision {shown(ref)} exists for this user.")
 
 
+class SuggestionStale(DomainError):
+    """A suggestion applied after its rule stopped picking the memory, or after it was
+    dismissed: the memory changed since the suggestion was listed."""
+
+    def __init__(self, memory_id: uuid.UUID, kind: str, *, dismissed: bool) -> None:
+        self.memory_id = memory_id
+        self.kind = kind  # "promote", "demote" or "archive"
+        self.dismissed = dismissed
+        why = "was dismissed" if dismissed else "no longer holds"
+        super().__init__(f"The suggestion to {kind} memory {memory_id} {why}; nothing changed.")
+
+
+class RestoreOutdated(DomainError):
+    """A revision restore confirmed after the memory changed since it was previewed: it
+    would not apply what was shown."""
+
+    def __init__(self, revision_id: int, memory_id: uuid.UUID) -> None:
+        self.revision_id = revision_id
+        self.memory_id = memory_id
+        super().__init__(
+            f"Memory {memory_id} changed after the restore of revision {revision_id} was "
+            "previewed; nothing was restored."
+        )
+
+
 class OperatorRefusal(DomainError):
     """A refusal only the operator's tools meet (restoring a snapshot is for the admin and
     the commands, never for Claude or the dashboard), so only str() words it."""

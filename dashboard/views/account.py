@@ -7,7 +7,8 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.vary import vary_on_headers
 
 from dashboard.clients import connected_clients
 from dashboard.decorators import DashboardRequest, login_required
@@ -57,9 +58,22 @@ def clients(request: DashboardRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
 def revoke(request: DashboardRequest, application_id: int) -> HttpResponse:
-    """Take back every token and grant this client holds for the logged-in user."""
+    """GET asks first (in the client's card, or on the page); POST takes back every token
+    and grant this client holds for the logged-in user."""
+    if request.method == "GET":
+        clients = connected_clients(request.user)
+        client = next((c for c in clients if c.id == application_id), None)
+        if client is None:
+            raise Http404("This client holds nothing for you.")
+        if request.htmx:
+            context = {"client": client, "confirm_revoke": client.id}
+            return render(request, "dashboard/clients.html#client-card", context)
+        return render(
+            request, "dashboard/clients.html", {"clients": clients, "confirm_revoke": client.id}
+        )
     if not revoke_client(request.user, application_id):
         raise Http404("This client holds nothing for you.")
     if request.htmx:

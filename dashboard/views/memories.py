@@ -22,6 +22,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard.decorators import DashboardRequest, login_required
 from dashboard.forms import CurationForm, GistForm, MemoryFilterForm
 from dashboard.messages import say
+from dashboard.notes import attach_display_ids
 from dashboard.overview import store_overview
 from dashboard.views.suggestions import panel_context
 from memories.conf import catalog_window_days
@@ -52,7 +53,7 @@ def index(request: DashboardRequest) -> HttpResponse:
         window_days=window_days,
     )
     page = Paginator(memories, PAGE_SIZE).get_page(request.GET.get("page"))
-    attach_short_ids(request.user, page)
+    attach_display_ids(request.user, page)
     context: dict[str, Any] = {"form": form, "page": page, "query": form.query_string()}
     status = 400 if form.errors else 200
     if _wants_fragment(request, "memory-list"):
@@ -225,7 +226,7 @@ def _card(
 ) -> HttpResponse:
     now = timezone.now()
     memory.tier = memory.tier_at(now, catalog_window_days())  # type: ignore[attr-defined]
-    attach_short_ids(request.user, [memory])
+    attach_display_ids(request.user, [memory])
     overview = store_overview(request.user, now=now)
     context = {"memory": memory, "counts": overview.counts, "preview": overview.preview}
     return render(request, "dashboard/card_update.html", context | extra, status=status)

@@ -15,7 +15,7 @@ from django_htmx.http import trigger_client_event
 from dashboard.decorators import DashboardRequest, login_required
 from dashboard.messages import say
 from dashboard.overview import store_overview
-from memories.errors import DomainError, UnknownMemory
+from memories.errors import DomainError, SuggestionStale, UnknownMemory
 from memories.models import ChangeSource, SuggestionKind, User
 from memories.services import (
     SuggestionGroup,
@@ -78,6 +78,9 @@ def apply(request: DashboardRequest, memory_id: uuid.UUID, kind: str) -> HttpRes
         )
     except UnknownMemory:
         raise Http404("No such memory.") from None
+    except SuggestionStale as stale:
+        # A conflict with the store as it is now, not bad input: the panel shows it anew.
+        return _answer(request, memory_id, say(stale), status=409)
     except DomainError as error:
         return _answer(request, memory_id, say(error), status=422)
     return _answer(request, memory_id, f"{_named(request, memory_id)} {WORDING[kind][2]}.")

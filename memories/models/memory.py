@@ -293,6 +293,7 @@ class Memory(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
+        verbose_name_plural = "memories"
         indexes = [
             models.Index(
                 fields=["owner", "category"],

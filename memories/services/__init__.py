@@ -18,6 +18,8 @@ gist, compress, restoring a revision) must be the outermost, and say so with
 write lock. They return what they wrote: a model instance (Memory, Closing) or a small
 frozen dataclass around it (Remembered, Changed, Compressed, Restored, Recalled); the
 store-wide writes return what they did (Imported, Migrated, SnapshotRestored).
+`preview_restore` reads what `restore_revision` would change (a RestorePreview), which
+the restore can then be held to.
 
 A read that an interface lays out returns plain values (ReflectPayload, ReflectHistory,
 SuggestionGroup, Ranking) or a str; an export is the document itself (`export_store`
@@ -30,11 +32,13 @@ from memories.services.curation import (
     Changed,
     Compressed,
     Restored,
+    RestorePreview,
     archive,
     compress,
     delete,
     edit,
     edit_gist,
+    preview_restore,
     promote,
     restore_revision,
     set_curation,
@@ -82,6 +86,7 @@ __all__ = [
     "ReflectDue",
     "ReflectHistory",
     "Remembered",
+    "RestorePreview",
     "Restored",
     "SnapshotRestored",
     "StoreStatus",
@@ -97,6 +102,7 @@ __all__ = [
     "export_store",
     "import_store",
     "migrate",
+    "preview_restore",
     "promote",
     "rank_memories",
     "recall",

@@ -1,11 +1,14 @@
 """Curating memories: promote, a person's edits, archive, unarchive, delete, compress, and
 restoring a revision (SPEC §2, §4, §6)."""
 
+import copy
+import hashlib
+import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from django.db import transaction
 
@@ -14,6 +17,7 @@ from memories.errors import (
     MixedCategories,
     NotAllYours,
     NothingToChange,
+    RestoreOutdated,
     SomeArchived,
     TooFewToCompress,
     TooManyTags,
@@ -42,7 +46,11 @@ from memories.services._common import distinct, get_memory, now_or, record_revis
 from memories.services.normalise import normalise_salience
 from memories.services.unit_of_work import change_memory, embed_ahead
 from memories.shortids import resolve_prefixes
-from memories.vocabulary import salience_rank
+from memories.vocabulary import TRACKED_FIELDS, salience_rank
+
+# A condition a change must still meet once its memory is locked (a suggestion's rule):
+# it refuses with a DomainError, inside the change's transaction.
+Requirement = Callable[[Memory], None]
 
 
 @dataclass(frozen=True)
@@ -61,14 +69,18 @@ def promote(
     salience: Salience | None = None,
     source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
+    require: Requirement | None = None,
 ) -> Memory:
     """Set core and/or salience as Claude curates (or a suggestion applied in the
-    dashboard): this counts as an update (moves updated_at)."""
+    dashboard): this counts as an update (moves updated_at). `require` sees the memory
+    locked, before anything else, and may refuse."""
     if core is None and salience is None:
         raise NothingToChange()
     moment = now_or(now)
 
     def curate(memory: Memory) -> None:
+        if require is not None:
+            require(memory)
         if memory.is_archived:
             raise MemoryArchived(memory.pk, "promote")
         memory.curate(core=core, salience=salience)
@@ -152,15 +164,19 @@ def archive(
     reason: str | None = None,
     source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
+    require: Requirement | None = None,
 ) -> Changed:
     """Hide a memory from reflect and recall, keeping it (and why). Archiving an archived
-    memory changes nothing."""
+    memory changes nothing. `require` sees the memory locked, before anything else, and
+    may refuse."""
     moment = now_or(now)
     clean_reason = check_optional(reason, field="reason", limit=MAX_REASON)
     was_archived = False
 
     def retire(memory: Memory) -> None:
         nonlocal was_archived
+        if require is not None:
+            require(memory)
         was_archived = memory.is_archived
         if not was_archived:
             memory.archive(clean_reason, moment)
@@ -300,30 +316,91 @@ class Restored:
     revision: Revision
 
 
-def restore_revision(
-    *,
-    owner: User,
-    revision_id: int,
-    source: ChangeSource,
-    use: Literal["before", "after"] = "before",
-    now: datetime | None = None,
-) -> Restored:
-    """Put a memory's tracked fields back as a revision recorded them (leaves a revision).
+@dataclass(frozen=True)
+class FieldChange:
+    """One tracked field a restore would change: its value now, and as restored."""
 
-    `use="before"` returns to the state before that change, `"after"` to the state it made.
-    updated_at does not move.
-    """
-    if use not in ("before", "after"):
-        raise ValueError(f"use must be 'before' or 'after', not {use!r}")
+    field: str
+    now: Any
+    then: Any
+
+
+@dataclass(frozen=True)
+class RestorePreview:
+    """What restoring a revision would change, field by field, on the memory as it is now.
+    `version` stands for that state: `restore_revision(expected_version=…)` applies the
+    restore only while the memory is still in it, so it applies exactly these changes."""
+
+    revision: Revision
+    memory: Memory
+    use: Literal["before", "after"]
+    changes: list[FieldChange]
+    version: str
+
+
+def state_version(memory: Memory) -> str:
+    """A checksum of a memory's tracked fields: equal exactly when they are."""
+    state = json.dumps(memory.tracked_state(), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(state.encode()).hexdigest()
+
+
+def _own_revision(owner: User, revision_id: int) -> Revision:
     revision = None
     # A number a revision id can be (a bigint); anything else names none.
     if type(revision_id) is int and 0 < revision_id < 2**63:
         revision = Revision.objects.filter(pk=revision_id, owner=owner).first()
     if revision is None:
         raise UnknownRevision(revision_id)
-    state = revision.before if use == "before" else revision.after
+    return revision
+
+
+def _revision_state(owner: User, revision_id: int, use: str) -> tuple[Revision, dict[str, Any]]:
+    """The owner's revision, and the state it recorded before or after its change."""
+    if use not in ("before", "after"):
+        raise ValueError(f"use must be 'before' or 'after', not {use!r}")
+    revision = _own_revision(owner, revision_id)
+    return revision, revision.before if use == "before" else revision.after
+
+
+def preview_restore(
+    *, owner: User, revision_id: int, use: Literal["before", "after"] = "before"
+) -> RestorePreview:
+    """What `restore_revision` would change now (a read: nothing is written)."""
+    revision, state = _revision_state(owner, revision_id, use)
+    memory = get_memory(owner, revision.memory_id)
+    restored = copy.copy(memory)
+    restored.restore_tracked_state(state)
+    now, then = memory.tracked_state(), restored.tracked_state()
+    changes = [FieldChange(name, now[name], then[name]) for name in TRACKED_FIELDS]
+    return RestorePreview(
+        revision=revision,
+        memory=memory,
+        use=use,
+        changes=[change for change in changes if change.now != change.then],
+        version=state_version(memory),
+    )
+
+
+def restore_revision(
+    *,
+    owner: User,
+    revision_id: int,
+    source: ChangeSource,
+    use: Literal["before", "after"] = "before",
+    expected_version: str | None = None,
+    now: datetime | None = None,
+) -> Restored:
+    """Put a memory's tracked fields back as a revision recorded them (leaves a revision).
+
+    `use="before"` returns to the state before that change, `"after"` to the state it made.
+    updated_at does not move. With `expected_version` (a RestorePreview's), the memory
+    must still be as previewed, checked under its lock: RestoreOutdated otherwise.
+    """
+    revision, state = _revision_state(owner, revision_id, use)
 
     def put_back(memory: Memory) -> None:
+        if expected_version is not None and state_version(memory) != expected_version:
+            raise RestoreOutdated(revision.pk, memory.pk)
         memory.restore_tracked_state(state)
         memory.touch(memory.updated_at)  # the last touch as the restored state makes it
 

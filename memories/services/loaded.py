@@ -1,6 +1,7 @@
-"""Whether Claude loaded the memory: each reflect tool call is recorded (SPEC §4), status
-and the dashboard say when it last happened, and `reflect_due` says when Claude should
-load it again (the tools' replies carry a hint then)."""
+"""Whether Claude loaded the memory: each reflect tool call is recorded (SPEC §4) as a
+load, calls from one client within a minute of each other being one load; status and the
+dashboard say when it last happened and how many loads the week saw, and `reflect_due`
+says when Claude should load it again (the tools' replies carry a hint then)."""
 
 import enum
 from dataclasses import dataclass
@@ -14,9 +15,16 @@ from memories.conf import reflect_nudge_hours
 from memories.models import Closing, ReflectCall, User
 from memories.services._common import now_or
 
-# Calls are kept this long: enough to count the last week's and to know the latest (the
-# call just recorded is always the latest).
+# Loads are kept this long: enough to count the last week's and to know the latest (the
+# load just recorded is always the latest).
 RECENT_REFLECT_DAYS = 7
+# Calls from one client this close together are one load: a retry, the same conversation
+# calling again, or a client calling in a loop. The later call moves the load's time
+# rather than adding a record, so one client leaves at most one record a minute.
+COALESCE_WINDOW = timedelta(minutes=1)
+# And however many clients call, a user keeps at most this many loads (the newest): the
+# week's count is read from at most this many rows, whatever was sent.
+MAX_KEPT_LOADS = 1000
 
 
 class ReflectDue(enum.Enum):
@@ -30,19 +38,35 @@ class ReflectDue(enum.Enum):
 def record_reflect(
     *, owner: User, client_id: str = "", client_name: str = "", now: datetime | None = None
 ) -> None:
-    """Note that Claude loaded the memory (a reflect tool call), and forget calls older than
-    a week."""
+    """Note that Claude loaded the memory (a reflect tool call). A call within
+    COALESCE_WINDOW of the same client's last one is the same load: its time moves to this
+    call. Otherwise a load is added, and those older than a week or beyond the newest
+    MAX_KEPT_LOADS are forgotten."""
     now = now_or(now)
+    client_id, client_name = client_id[:255], client_name[:255]
     with transaction.atomic():
-        ReflectCall.objects.create(
-            owner=owner,
-            called_at=now,
-            client_id=client_id[:255],
-            client_name=client_name[:255],
+        same_load = ReflectCall.objects.filter(
+            owner=owner, client_id=client_id, called_at__gte=now - COALESCE_WINDOW
         )
-        ReflectCall.objects.filter(
-            owner=owner, called_at__lt=now - timedelta(days=RECENT_REFLECT_DAYS)
-        ).delete()
+        if same_load.filter(called_at__lt=now).update(called_at=now, client_name=client_name):
+            return
+        if same_load.exists():  # as late as this call already (calls recorded out of order)
+            return
+        ReflectCall.objects.create(
+            owner=owner, called_at=now, client_id=client_id, client_name=client_name
+        )
+        _forget_old_loads(owner, now)
+
+
+def _forget_old_loads(owner: User, now: datetime) -> None:
+    mine = ReflectCall.objects.filter(owner=owner)
+    mine.filter(called_at__lt=now - timedelta(days=RECENT_REFLECT_DAYS)).delete()
+    # The newest load past the limit, read from the (owner, called_at) index.
+    boundary = mine.order_by("-called_at").values_list("called_at", flat=True)[
+        MAX_KEPT_LOADS : MAX_KEPT_LOADS + 1
+    ]
+    if boundary:
+        mine.filter(called_at__lte=boundary[0]).delete()
 
 
 @dataclass(frozen=True)
@@ -53,8 +77,8 @@ class ReflectHistory:
 
 
 def reflect_history(*, owner: User, now: datetime | None = None) -> ReflectHistory:
-    """When Claude last loaded the memory, through which client, and how often this week
-    (one query)."""
+    """When Claude last loaded the memory, through which client, and how many loads this
+    week (one query, over at most MAX_KEPT_LOADS rows)."""
     now = now_or(now)
     calls = ReflectCall.objects.filter(owner=OuterRef("pk"))
     latest = calls.order_by("-called_at", "-id")

@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Window
 
+from memories.errors import SuggestionStale
 from memories.models import (
     ChangeSource,
     DismissedSuggestion,
@@ -123,13 +124,43 @@ def apply_suggestion(
     source: ChangeSource = ChangeSource.DASHBOARD,
     now: datetime | None = None,
 ) -> Memory:
-    """Do what a suggestion says, through the service a tool would use for it."""
+    """Do what a suggestion says, through the service a tool would use for it, while it
+    still stands: with the memory locked, inside that service's transaction, the rule must
+    still pick it and the suggestion must not have been dismissed (SuggestionStale, and
+    nothing changes, otherwise). The URL of a suggestion is no proof that it was made."""
+    moment = now_or(now)
+
+    def still_suggested(memory: Memory) -> None:
+        if _candidates(owner, kind, moment).filter(pk=memory.pk).exists():
+            return
+        dismissed = DismissedSuggestion.objects.filter(memory=memory, kind=kind).exists()
+        raise SuggestionStale(memory.pk, kind, dismissed=dismissed)
+
     if kind == SuggestionKind.PROMOTE:
-        return promote(owner=owner, memory_id=memory_id, core=True, source=source, now=now)
+        return promote(
+            owner=owner,
+            memory_id=memory_id,
+            core=True,
+            source=source,
+            now=moment,
+            require=still_suggested,
+        )
     if kind == SuggestionKind.DEMOTE:
-        return promote(owner=owner, memory_id=memory_id, core=False, source=source, now=now)
+        return promote(
+            owner=owner,
+            memory_id=memory_id,
+            core=False,
+            source=source,
+            now=moment,
+            require=still_suggested,
+        )
     return archive(
-        owner=owner, memory_id=memory_id, reason=ARCHIVE_REASON, source=source, now=now
+        owner=owner,
+        memory_id=memory_id,
+        reason=ARCHIVE_REASON,
+        source=source,
+        now=moment,
+        require=still_suggested,
     ).memory
 
 
@@ -137,9 +168,10 @@ def dismiss_suggestion(
     *, owner: User, memory_id: uuid.UUID, kind: SuggestionKind, now: datetime | None = None
 ) -> bool:
     """Turn a suggestion down: the rule will not pick this memory for it again. Whether it
-    was not dismissed already."""
+    was not dismissed already. The memory is locked as applying a suggestion locks it, so
+    an apply and a dismissal of it never overlap."""
     with transaction.atomic():
-        memory = get_memory(owner, memory_id)
+        memory = get_memory(owner, memory_id, for_update=True)
         _, created = DismissedSuggestion.objects.get_or_create(
             memory=memory, kind=kind, defaults={"owner": owner, "dismissed_at": now_or(now)}
         )

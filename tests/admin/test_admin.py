@@ -382,3 +382,10 @@ def test_revisions_closings_and_snapshots_are_viewable_and_read_only(
             reverse("admin:memories_closing_change", args=[closing.pk])
         ).content.decode()
     )
+
+
+def test_the_admin_calls_memories_memories(admin_client):
+    index = page_text(admin_client.get(reverse("admin:index")).content.decode())
+    assert "Memories" in index and "Memorys" not in index
+    changelist = page_text(admin_client.get(CHANGELIST).content.decode())
+    assert "Select memory to change" in changelist and "0 memories" in changelist

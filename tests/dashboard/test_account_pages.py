@@ -16,6 +16,7 @@ from oauth2_provider.models import (
 from memories.models import Closing, Memory
 from memories.services import close, import_store
 from tests.dashboard.conftest import XSS, downloaded, htmx
+from tests.store import unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -206,3 +207,33 @@ def test_stored_memory_text_in_a_closing_is_escaped(logged_in, user):
 
     assert "<script>alert(1)" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_revoke_asks_first_in_the_card_and_on_its_own_page(logged_in, user):
+    application = make_client_with_tokens(user, name="Claude")
+    url = f"/dashboard/clients/{application.pk}/revoke/"
+
+    listing = logged_in.get("/dashboard/clients/").text
+    assert f'<a id="revoke-{application.pk}"' in listing and 'hx-get="' + url in listing
+    assert 'action="' + url not in listing  # nothing on the list acts at once
+
+    with unchanged():
+        card = logged_in.get(url, **htmx())
+        page = logged_in.get(url)
+
+    assert card.status_code == page.status_code == 200
+    assert card.text.lstrip().startswith(
+        f'<article class="card client is-confirming" id="client-{application.pk}"'
+    )
+    for html in (card.text, page.text):
+        assert "Revoke access for Claude?" in html
+        assert f'<form class="confirm-delete" method="post" action="{url}"' in html
+        assert "Keep access" in html
+    assert AccessToken.objects.filter(user=user).exists()
+
+
+def test_asking_to_revoke_a_client_that_holds_nothing_for_the_user_is_a_404(logged_in, other_user):
+    application = make_client_with_tokens(other_user)
+    url = f"/dashboard/clients/{application.pk}/revoke/"
+    assert logged_in.get(url, **htmx()).status_code == 404
+    assert logged_in.get(url).status_code == 404

@@ -359,12 +359,48 @@ def test_open_a_revision_and_restore_it(session, store, user):
     expect(revision).to_have_count(1)
     expect(revision).to_contain_text("Brews green tea every afternoon")
 
-    revision.get_by_role("button", name="Restore as it was before").click()
+    # Asking shows what would change, and changes nothing yet.
+    revision.get_by_role("button", name="Restore as it was before…").click()
+    preview = page.locator("#restore-preview")
+    expect(preview).to_contain_text("Restore as it was before this change?")
+    expect(preview.locator("tbody tr")).to_have_count(1)
+    expect(preview.locator("tbody tr")).to_contain_text("Drinks tea")
+    expect(preview.locator("tbody tr")).to_contain_text("Brews green tea every afternoon")
+    expect(preview.get_by_role("button", name="Restore 1 field")).to_be_focused()
+    assert Memory.objects.get(pk=tea.pk).gist == "Drinks tea"
+
+    preview.get_by_role("link", name="Keep it as it is").click()
+    expect(page.locator("#restore-preview")).to_have_count(0)
+    expect(page.locator("#detail-gist")).to_have_text("Drinks tea")
+
+    revision.get_by_role("button", name="Restore as it was before…").click()
+    page.locator("#restore-preview").get_by_role("button", name="Restore 1 field").click()
 
     expect(page.locator("#detail-gist")).to_have_text("Brews green tea every afternoon")
     expect(page.locator(".revision")).to_have_count(2)
     expect(page.get_by_role("status")).to_contain_text("Restored")
     assert Memory.objects.get(pk=tea.pk).gist == "Brews green tea every afternoon"
+
+
+def test_a_restore_confirmed_after_the_memory_changed_shows_the_new_preview(session, store, user):
+    from playwright.sync_api import expect
+
+    tea = store["tea"]
+    edit_gist(owner=user, memory_id=tea.pk, gist="Drinks tea", source=ChangeSource.TOOL)
+    page = session.log_in(f"/dashboard/memories/{tea.pk}/")
+    page.locator(".revision").get_by_role("button", name="Restore as it was before…").click()
+    preview = page.locator("#restore-preview")
+    expect(preview.locator("tbody tr")).to_have_count(1)
+    # Claude edits the memory while the question is on the screen.
+    edit_gist(owner=user, memory_id=tea.pk, gist="Drinks oolong", source=ChangeSource.TOOL)
+
+    preview.get_by_role("button", name="Restore 1 field").click()
+
+    expect(preview.get_by_role("alert")).to_contain_text("Nothing was restored")
+    expect(preview.locator("tbody tr")).to_contain_text("Drinks oolong")
+    assert Memory.objects.get(pk=tea.pk).gist == "Drinks oolong"
+    assert [status for status, _ in session.failed] == [409]
+    session.failed.clear()
 
 
 def test_beside_the_list_the_preview_collapses_and_stays_collapsed(session, store):
@@ -415,6 +451,44 @@ def test_on_a_phone_the_preview_opens_full_screen(browser, live_server_process, 
         page.locator(f"#reflect-preview [data-memory-id='{store['bug'].pk}']").click()
         expect(panel).to_be_hidden()
         expect(card(page, store["bug"])).to_have_class(re.compile(r"\bis-highlighted\b"))
+    finally:
+        phone.close()
+
+
+def overlaps(a: dict[str, float], b: dict[str, float]) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
+
+
+def test_on_a_phone_the_preview_button_covers_none_of_the_filter_buttons(
+    browser, live_server_process, store
+):
+    from playwright.sync_api import expect
+
+    phone = Session(
+        browser, live_server_process.url, viewport={"width": 390, "height": 844}, is_mobile=True
+    )
+    try:
+        page = phone.log_in()
+        toggle = page.locator("#preview-toggle")
+        expect(toggle).to_be_visible()
+        apply = page.locator("#filters").get_by_role("button", name="Apply")
+        clear = page.locator("#filters").get_by_role("link", name="Clear")
+        # Wherever the page is scrolled to show them: at the top, middle or bottom edge.
+        for block in ("start", "center", "end", "nearest"):
+            clear.evaluate(f"element => element.scrollIntoView({{block: '{block}'}})")
+            shown = toggle.bounding_box()
+            for control in (apply, clear):
+                assert not overlaps(shown, control.bounding_box()), (block, control)
+        expect(toggle).to_be_visible()  # still at hand, wherever the page is
+        page.get_by_label("Search").fill("tea")
+        clear.click()  # Playwright refuses a click another element would take
+        page.wait_for_url(f"{phone.base_url}/dashboard/")
+        expect(page.get_by_label("Search")).to_have_value("")
     finally:
         phone.close()
 
@@ -502,6 +576,58 @@ def test_the_suggestions_panel_applies_and_dismisses_in_place(session, store, ma
     expect(page.locator("#suggestions")).to_be_hidden()  # nothing left to suggest
     assert Memory.objects.get(pk=recalled.pk).core is True
     assert Memory.objects.get(pk=idle.pk).core is True  # dismissed, not applied
+
+
+def test_revoke_access_asks_first(session, user):
+    from oauth2_provider.models import AccessToken
+    from playwright.sync_api import expect
+
+    from tests.dashboard.test_account_pages import make_client_with_tokens
+
+    application = make_client_with_tokens(user, name="Claude")
+    page = session.log_in("/dashboard/clients/")
+    client = page.locator(f"#client-{application.pk}")
+
+    client.get_by_role("link", name="Revoke access…").click()
+    expect(client).to_contain_text("Revoke access for Claude?")
+    expect(client.get_by_role("button", name="Revoke access")).to_be_focused()
+    assert AccessToken.objects.filter(user=user).exists()
+    client.get_by_role("link", name="Keep access").click()
+    expect(client.get_by_role("link", name="Revoke access…")).to_be_visible()
+    assert AccessToken.objects.filter(user=user).exists()
+
+    client.get_by_role("link", name="Revoke access…").click()
+    client.get_by_role("button", name="Revoke access").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Access revoked.")
+    assert not AccessToken.objects.filter(user=user).exists()
+
+
+def test_a_suggestion_that_no_longer_holds_is_refused_in_the_panel(session, store, make_memory):
+    from playwright.sync_api import expect
+
+    now = timezone.now()
+    recalled = make_memory(
+        gist="Asks about the allotment every week",
+        retrieval_count=8,
+        last_retrieved=now - timedelta(days=1),
+        updated_at=now - timedelta(days=20),
+    )
+    page = session.log_in()
+    row = page.locator(f"#suggestion-promote-{recalled.pk}")
+    expect(row).to_be_visible()
+    # Promoted meanwhile (by Claude, or in another window): the suggestion is spent.
+    Memory.objects.filter(pk=recalled.pk).update(core=True)
+
+    row.get_by_role("button", name="Promote").click()
+
+    message = page.locator("#suggestions .suggestion-message")
+    expect(message).to_contain_text("Nothing was changed")
+    expect(message).to_have_attribute("role", "alert")
+    expect(page.locator(f"#suggestion-promote-{recalled.pk}")).to_have_count(0)
+    assert Memory.objects.get(pk=recalled.pk).updated_at == recalled.updated_at
+    assert [status for status, _ in session.failed] == [409]
+    session.failed.clear()
 
 
 def test_the_preview_says_when_claude_last_loaded_the_memory(session, store, user):

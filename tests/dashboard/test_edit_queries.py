@@ -83,8 +83,9 @@ def test_applying_a_suggestion_reads_its_memory_once(logged_in, make_memory):
     # queries (one a kind).
     full_reads = [q for q in sql if q.startswith(f'SELECT "{table}"."id", "{table}"."owner_id"')]
     assert len(full_reads) == 1, sql
-    # The message names the memory by its short id; the promoted memory is core now.
-    assert len(sql) == REQUEST + CURATION + 1 + OVERVIEW + 1 + 3, "\n".join(sql)
+    # The rule asked again under the lock (one query); the message names the memory by its
+    # short id; the promoted memory is core now.
+    assert len(sql) == REQUEST + CURATION + 1 + 1 + OVERVIEW + 1 + 3, "\n".join(sql)
 
 
 def test_restoring_a_revision_reads_the_memory_for_the_page_once(logged_in, make_memory):
@@ -93,8 +94,10 @@ def test_restoring_a_revision_reads_the_memory_for_the_page_once(logged_in, make
         owner=memory.owner, memory_id=memory.pk, salience="high", source=ChangeSource.DASHBOARD
     )
     revision = Revision.objects.get(memory=memory)
-    logged_in.get("/dashboard/")
-    sql = queries_of(logged_in, f"/dashboard/revisions/{revision.pk}/restore/", {"use": "before"})
+    url = f"/dashboard/revisions/{revision.pk}/restore/"
+    asked = logged_in.get(url, {"use": "before"}, **htmx()).text
+    version = asked.split('name="version" value="', 1)[1].split('"', 1)[0]
+    sql = queries_of(logged_in, url, {"use": "before", "version": version})
     table = Memory._meta.db_table
     full_reads = [q for q in sql if q.startswith(f'SELECT "{table}"."id", "{table}"."owner_id"')]
     # Read to embed its restored text first, then under the lock; the page is drawn from

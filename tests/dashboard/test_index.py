@@ -1,11 +1,14 @@
 """The memory list: /dashboard/."""
 
+import uuid
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from memories import services
 from tests.dashboard.conftest import htmx
+from tests.page_text import page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -319,3 +322,40 @@ def test_the_search_box_says_it_matches_words_not_meaning(client, user):
     html = client.get("/dashboard/").content.decode()
     assert 'aria-describedby="search-help"' in html
     assert "words only, not meaning" in html
+
+
+def test_a_compressed_memory_names_the_one_it_went_into_by_short_id_linked(
+    logged_in, user, make_memory
+):
+    first, second = make_memory(gist="Tea at four"), make_memory(gist="Tea with milk")
+    summary = services.compress(
+        owner=user, memory_ids=[first.pk, second.pk], content="Tea at four, milk.", gist="Tea"
+    ).memory
+    short = str(summary.pk)[:8]
+    link = (
+        f'<a href="/dashboard/memories/{summary.pk}/" title="Open {summary.pk}">'
+        f"<code>{short}</code></a>"
+    )
+
+    listing = logged_in.get("/dashboard/", {"tier": "archived"}).text
+    card = logged_in.post(f"/dashboard/memories/{first.pk}/unarchive/", **htmx())  # not archived
+    detail = logged_in.get(f"/dashboard/memories/{second.pk}/").text
+
+    archived_field = detail.split("<dt>archived</dt>", 1)[1].split("</dd>", 1)[0]
+    assert listing.count(f"compressed into {link}") == 2
+    assert f"compressed into {link}" in archived_field
+    for html in (listing, archived_field):
+        assert str(summary.pk) not in page_text(html)  # the whole id only in the link's title
+    assert "compressed into" not in card.text
+
+
+def test_a_compressed_into_note_naming_a_deleted_memory_shows_its_short_id_unlinked(
+    logged_in, user, make_memory
+):
+    gone = uuid.uuid4()
+    make_memory(archived_at=timezone.now(), archive_reason=f"compressed into {gone}")
+
+    html = logged_in.get("/dashboard/", {"tier": "archived"}).text
+
+    assert f"compressed into {str(gone)[:8]}</span>" in html
+    assert f"/dashboard/memories/{gone}/" not in html

@@ -203,3 +203,12 @@ def test_a_category_is_spelled_one_way_wherever_a_person_reads_it(logged_in, use
     detail = page_text(pages["detail"].text)
     assert "category active thread" in detail  # the fields
     assert "category episodic active thread" in detail  # the revision: before, after
+
+
+@pytest.mark.django_db
+def test_no_template_comment_shows_as_text(logged_in, make_memory):
+    # Django's {# #} comments end on their line; one spread over two shows on the page.
+    make_memory()
+    for url in ("/dashboard/", "/dashboard/closings/", "/dashboard/clients/"):
+        html = logged_in.get(url).text
+        assert "{#" not in html and "#}" not in html, url

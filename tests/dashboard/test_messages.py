@@ -31,6 +31,9 @@ EVERY_KIND = [
     errors.MixedCategories(["identity", "episodic"]),
     errors.TooManyTags(55, 50),
     errors.UnknownRevision(7),
+    errors.SuggestionStale(A, "promote", dismissed=False),
+    errors.SuggestionStale(A, "archive", dismissed=True),
+    errors.RestoreOutdated(7, A),
 ]
 
 

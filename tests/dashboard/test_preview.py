@@ -281,3 +281,15 @@ def test_lines_the_budget_cut_show_their_shortest_unique_ids_too(logged_in, make
 
     assert cut.pk in {uuid.UUID(entry.id) for entry in response.context["preview"].cut}
     assert "<code>[a002ab76-58b] [low]" in response.text
+
+
+def test_counts_agree_with_their_nouns(logged_in, make_memory):
+    def tier2_count() -> str:
+        html = logged_in.get("/dashboard/").text
+        heading = html.split('<h3 id="tier2-heading">', 1)[1].split("</h3>", 1)[0]
+        return heading.split('<span class="count">', 1)[1].split("</span>", 1)[0]
+
+    make_memory(gist="One line")
+    assert tier2_count() == "1 line"
+    make_memory(gist="Another line")
+    assert tier2_count() == "2 lines"

@@ -27,6 +27,9 @@ READS = [
     "/dashboard/closings/",
     "/dashboard/export/",
     "/dashboard/clients/",
+    # The questions asked before a restore and a revoke.
+    "/dashboard/revisions/1/restore/",
+    "/dashboard/clients/1/revoke/",
     "/dashboard/import/",
 ]
 WRITES = [

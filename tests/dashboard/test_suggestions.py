@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from memories.models import ChangeSource, DismissedSuggestion, Memory, Revision
 from tests.dashboard.conftest import XSS, htmx
-from tests.store import stored
+from tests.store import stored, unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -124,7 +124,7 @@ def test_another_users_memory_is_404_and_untouched(logged_in, foreign_memory):
     assert not DismissedSuggestion.objects.exists()
 
 
-def test_a_refusal_is_said_in_the_panel_and_changes_nothing(logged_in, make_memory):
+def test_an_archived_memory_is_no_longer_suggested_for_promotion(logged_in, make_memory):
     gone = make_memory(
         retrieval_count=9,
         last_retrieved=timezone.now(),
@@ -132,14 +132,66 @@ def test_a_refusal_is_said_in_the_panel_and_changes_nothing(logged_in, make_memo
         archive_reason="gone",
     )
 
-    response = logged_in.post(apply_url(gone, "promote"), **htmx())
+    with unchanged():
+        response = logged_in.post(apply_url(gone, "promote"), **htmx())
 
-    assert response.status_code == 422
+    assert response.status_code == 409
     said = panel(response.text)
-    assert "This memory is archived, so it cannot be promoted. Unarchive it first." in said
+    assert "Nothing was changed: this memory is no longer suggested" in said
     # Said for a person: no tool names, no whole ids.
     assert "taproot_" not in said and str(gone.pk) not in said
-    assert stored(gone).core is False
+
+
+def test_a_promotion_nobody_suggested_is_a_409_with_the_panel_drawn_anew(
+    logged_in, make_memory, often_recalled
+):
+    never_recalled = make_memory(gist="Nobody asked about this")
+
+    with unchanged():
+        response = logged_in.post(apply_url(never_recalled, "promote"), **htmx())
+
+    assert response.status_code == 409
+    said = panel(response.text)
+    assert 'role="alert"' in said
+    assert "no longer suggested to move it into the core tier" in said
+    # The panel as it stands: the real suggestion is still offered, the forged one is not.
+    assert f'action="{apply_url(often_recalled, "promote")}"' in said
+    assert never_recalled.gist not in said
+    assert response.text.count('hx-swap-oob="true"') == 2  # the counts and the preview
+
+
+def test_archiving_a_core_high_salience_memory_is_a_409_and_changes_nothing(logged_in, make_memory):
+    precious = make_memory(
+        core=True, salience="high", updated_at=timezone.now() - timedelta(days=400)
+    )
+
+    with unchanged():
+        response = logged_in.post(apply_url(precious, "archive"), **htmx())
+
+    assert response.status_code == 409
+    assert "no longer suggested to archive it" in panel(response.text)
+
+
+def test_a_dismissed_suggestion_is_a_409_and_changes_nothing(logged_in, idle_core):
+    logged_in.post(dismiss_url(idle_core, "demote"), **htmx())
+
+    with unchanged():
+        response = logged_in.post(apply_url(idle_core, "demote"), **htmx())
+
+    assert response.status_code == 409
+    said = panel(response.text)
+    assert "the suggestion to move it out of the core tier was dismissed" in said
+    assert f'id="suggestion-demote-{idle_core.pk}"' not in said  # not offered again
+
+
+def test_a_stale_suggestion_without_htmx_redirects_back_with_the_reason(logged_in, make_memory):
+    never_recalled = make_memory(gist="Nobody asked about this")
+
+    with unchanged():
+        response = logged_in.post(apply_url(never_recalled, "promote"), follow=True)
+
+    assert response.redirect_chain == [("/dashboard/", 302)]
+    assert "no longer suggested to move it into the core tier" in response.text
 
 
 def test_suggested_gists_are_shown_as_text(logged_in, make_memory):

@@ -80,4 +80,7 @@ def test_an_ambiguous_prefix_names_the_argument_it_came_in():
 def test_every_kind_of_refusal_has_its_words():
     worded = {type(error) for error, _ in WORDED}
     kinds = domain_error_kinds()
-    assert kinds - {errors.NothingToChange} <= worded
+    # No tool edits without naming a change, applies a suggestion or restores a revision:
+    # those refusals reach only the dashboard (and str() for the operator's tools).
+    unreachable = {errors.NothingToChange, errors.SuggestionStale, errors.RestoreOutdated}
+    assert kinds - unreachable <= worded

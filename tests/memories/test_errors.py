@@ -26,6 +26,8 @@ EVERY_KIND = [
     errors.MixedCategories(["identity", "episodic"]),
     errors.TooManyTags(55, 50),
     errors.UnknownRevision("9" * 5000),
+    errors.SuggestionStale(A, "demote", dismissed=True),
+    errors.RestoreOutdated(7, A),
 ]
 OPERATOR_KINDS = [
     errors.UnknownSnapshot(12),

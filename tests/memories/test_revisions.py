@@ -4,7 +4,7 @@ import pytest
 
 from mcp_bridge.handlers import archive, compress, promote, recall, remember, unarchive
 from memories import services
-from memories.errors import UnknownRevision
+from memories.errors import RestoreOutdated, UnknownRevision
 from memories.models import ChangeSource, Memory, Revision
 from memories.services import edit_gist, restore_revision, set_curation
 from memories.vocabulary import TRACKED_FIELDS
@@ -244,3 +244,71 @@ def test_restore_of_a_revision_taken_before_migrate_keeps_drifted_values_as_reco
     memory.refresh_from_db()
     assert (memory.tags, memory.salience) == ("calendar", "3")
     assert recall(owner=user, tags=["calendar"], now=T1)["count"] == 1
+
+
+# --- the restore's preview, and holding the restore to it ----------------------------
+
+
+def test_the_preview_lists_each_field_the_restore_would_change_and_writes_nothing(
+    user, make_memory
+):
+    memory = make_memory(gist="Garden", salience="medium")
+    archive(owner=user, memory_id=memory.pk, reason="stale", now=T1)
+    unarchive(owner=user, memory_id=memory.pk, now=T2)
+    edit_gist(owner=user, memory_id=memory.pk, gist="Orchard", source=ChangeSource.TOOL, now=T2)
+    archived_revision = revisions_of(memory)[0]
+
+    with unchanged():
+        preview = services.preview_restore(
+            owner=user, revision_id=archived_revision.pk, use="after"
+        )
+
+    assert [(c.field, c.now, c.then) for c in preview.changes] == [
+        ("gist", "Orchard", "Garden"),
+        ("archived_at", None, "2026-11-30T12:00:00Z"),
+        ("archive_reason", None, "stale"),
+    ]
+    assert preview.memory.pk == memory.pk and preview.use == "after"
+
+
+def test_a_restore_held_to_its_preview_applies_exactly_what_it_showed(user, make_memory):
+    memory = make_memory(gist="Garden", salience="low", tags=["a"])
+    edit_gist(owner=user, memory_id=memory.pk, gist="Orchard", source=ChangeSource.TOOL, now=T1)
+    set_curation(owner=user, memory_id=memory.pk, salience="high", source=ChangeSource.TOOL)
+    revision = revisions_of(memory)[0]
+    preview = services.preview_restore(owner=user, revision_id=revision.pk, use="before")
+    before = Memory.objects.get(pk=memory.pk).tracked_state()
+
+    restore_revision(
+        owner=user,
+        revision_id=revision.pk,
+        source=ChangeSource.DASHBOARD,
+        use="before",
+        expected_version=preview.version,
+    )
+
+    after = Memory.objects.get(pk=memory.pk).tracked_state()
+    changed = {name for name in TRACKED_FIELDS if after[name] != before[name]}
+    assert changed == {c.field for c in preview.changes} == {"gist", "salience"}
+    assert all(after[c.field] == c.then for c in preview.changes)
+
+
+def test_a_restore_is_refused_when_the_memory_changed_since_its_preview(user, make_memory):
+    memory = make_memory(gist="Garden")
+    edit_gist(owner=user, memory_id=memory.pk, gist="Orchard", source=ChangeSource.TOOL, now=T1)
+    (revision,) = revisions_of(memory)
+    preview = services.preview_restore(owner=user, revision_id=revision.pk, use="before")
+    set_curation(owner=user, memory_id=memory.pk, core=True, source=ChangeSource.TOOL)
+
+    with unchanged(), pytest.raises(RestoreOutdated) as refused:
+        restore_revision(
+            owner=user,
+            revision_id=revision.pk,
+            source=ChangeSource.DASHBOARD,
+            expected_version=preview.version,
+        )
+    assert (refused.value.revision_id, refused.value.memory_id) == (revision.pk, memory.pk)
+    # Asked again, it shows the change it would undo now: the core mark too.
+    again = services.preview_restore(owner=user, revision_id=revision.pk, use="before")
+    assert [c.field for c in again.changes] == ["gist", "core"]
+    assert again.version != preview.version

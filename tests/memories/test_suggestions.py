@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from memories.errors import UnknownMemory
+from memories.errors import SuggestionStale, UnknownMemory
 from memories.models import ChangeSource, DismissedSuggestion, Memory, Revision
 from memories.services import apply_suggestion, dismiss_suggestion, suggestions
 from memories.vocabulary import (
@@ -151,3 +151,44 @@ def test_applying_a_demotion_and_an_archive(user, make_memory):
     assert archived.archived_at == NOW
     assert "Suggested" in archived.archive_reason
     assert all(group.count == 0 for group in suggestions(owner=user, now=NOW))
+
+
+# --- applying re-checks the rule ------------------------------------------------------
+
+
+def test_a_promotion_nobody_suggested_is_refused_and_changes_nothing(user, make_memory):
+    never_recalled = make_memory(gist="Recalled once, long ago", retrieval_count=1)
+    with unchanged(), pytest.raises(SuggestionStale) as refused:
+        apply_suggestion(owner=user, memory_id=never_recalled.pk, kind="promote", now=NOW)
+    assert (refused.value.memory_id, refused.value.kind, refused.value.dismissed) == (
+        never_recalled.pk,
+        "promote",
+        False,
+    )
+
+
+def test_archiving_a_core_high_salience_memory_is_refused_and_changes_nothing(user, make_memory):
+    # Old and never recalled, as the archive rule wants; but core and high salience.
+    precious = make_memory(core=True, salience="high", updated_at=NOW - timedelta(days=400))
+    with unchanged(), pytest.raises(SuggestionStale) as refused:
+        apply_suggestion(owner=user, memory_id=precious.pk, kind="archive", now=NOW)
+    assert refused.value.dismissed is False
+
+
+def test_a_dismissed_suggestion_cannot_be_applied(user, make_memory):
+    idle_core = make_memory(core=True, updated_at=NOW - timedelta(days=200))
+    dismiss_suggestion(owner=user, memory_id=idle_core.pk, kind="demote", now=NOW)
+    with unchanged(), pytest.raises(SuggestionStale) as refused:
+        apply_suggestion(owner=user, memory_id=idle_core.pk, kind="demote", now=NOW)
+    assert refused.value.dismissed is True
+
+
+def test_a_suggestion_whose_memory_changed_since_it_was_listed_is_refused(user, make_memory):
+    idle_core = make_memory(core=True, updated_at=NOW - timedelta(days=200))
+    assert suggested(user, "demote") == {idle_core.gist}
+    # Recalled since the list was drawn: no longer idle.
+    Memory.objects.filter(pk=idle_core.pk).update(
+        last_retrieved=NOW - timedelta(days=1), last_touched_at=NOW - timedelta(days=1)
+    )
+    with unchanged(), pytest.raises(SuggestionStale):
+        apply_suggestion(owner=user, memory_id=idle_core.pk, kind="demote", now=NOW)

@@ -1,0 +1,110 @@
+"""The systemd units in deploy/: what systemd itself makes of them, and the settings the
+server's unit must keep."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_tool
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DEPLOY = ROOT / "deploy"
+
+
+@pytest.fixture
+def systemd_analyze() -> None:
+    require_tool(shutil.which("systemd-analyze") is not None, "systemd-analyze is not installed")
+
+
+def check_units(folder: Path = DEPLOY) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ROOT / ".ci" / "check-units"), str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def settings_of(unit: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in unit.read_text().splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            found.setdefault(key, []).append(value)
+    return found
+
+
+def test_systemd_analyze_finds_nothing_to_say_about_the_units(systemd_analyze):
+    checked = check_units()
+
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    for unit in ("taproot.service", "taproot-backup.service", "taproot-backup.timer"):
+        assert unit in checked.stdout
+
+
+def test_a_setting_systemd_would_ignore_fails_the_check(systemd_analyze, tmp_path):
+    for unit in DEPLOY.iterdir():
+        shutil.copy(unit, tmp_path)
+    server = tmp_path / "taproot.service"
+    server.write_text(server.read_text().replace("Restart=on-failure", "Restart=when-it-fails"))
+
+    checked = check_units(tmp_path)
+
+    assert checked.returncode != 0
+    assert "Failed to parse service restart specifier" in checked.stdout
+
+
+def test_a_less_hardened_server_unit_fails_the_check(systemd_analyze, tmp_path):
+    for unit in DEPLOY.iterdir():
+        shutil.copy(unit, tmp_path)
+    server = tmp_path / "taproot.service"
+    lines = server.read_text().splitlines()
+    loose = ("ProtectSystem=", "ProtectHome=", "PrivateDevices=", "CapabilityBoundingSet=")
+    server.write_text("\n".join(line for line in lines if not line.startswith(loose)) + "\n")
+
+    checked = check_units(tmp_path)
+
+    assert checked.returncode != 0
+    assert "less hardened than it was" in checked.stderr
+
+
+def test_the_server_runs_as_its_own_user_restarts_on_failure_and_writes_only_its_folders():
+    unit = settings_of(DEPLOY / "taproot.service")
+
+    assert unit["User"] == ["taproot"]
+    assert unit["EnvironmentFile"] == ["/etc/taproot.env"]
+    assert unit["ExecStart"] == ["/srv/taproot/scripts/serve"]
+    assert unit["Restart"] == ["on-failure"]
+    assert unit["NoNewPrivileges"] == ["yes"]
+    assert unit["PrivateTmp"] == ["yes"]
+    assert unit["ProtectSystem"] == ["strict"]
+    # The data folder (/var/lib/taproot) and the checkout, nothing else.
+    assert unit["StateDirectory"] == ["taproot"]
+    assert unit["ReadWritePaths"] == ["/srv/taproot"]
+
+
+def test_the_backup_job_keeps_two_weeks_in_the_data_folder():
+    job = settings_of(DEPLOY / "taproot-backup.service")
+    timer = settings_of(DEPLOY / "taproot-backup.timer")
+
+    assert job["ExecStart"] == [
+        "/srv/taproot/.venv/bin/python manage.py backup_taproot "
+        "--output /var/lib/taproot/backups --keep 14"
+    ]
+    assert job["EnvironmentFile"] == ["/etc/taproot.env"]
+    assert timer["Persistent"] == ["true"]
+
+
+def test_the_readme_shows_the_backup_job_as_deploy_holds_it():
+    readme = (ROOT / "README.md").read_text()
+    job = (DEPLOY / "taproot-backup.service").read_text()
+    timer = (DEPLOY / "taproot-backup.timer").read_text()
+
+    assert f"# /etc/systemd/system/taproot-backup.service\n{job}" in readme
+    assert f"# /etc/systemd/system/taproot-backup.timer\n{timer}" in readme
+    command = settings_of(DEPLOY / "taproot-backup.service")["ExecStart"][0]
+    cron = next(line for line in readme.splitlines() if line.startswith("30 3 * * *"))
+    assert cron.endswith(command.replace("/srv/taproot/.venv", ".venv"))
