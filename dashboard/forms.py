@@ -125,3 +125,35 @@ class RestoreForm(forms.Form):
     # The memory's state the confirmed preview was drawn from (RestorePreview.version);
     # without it (or malformed) the restore is shown and asked for, not applied.
     version = forms.RegexField(regex=r"^[0-9a-f]{64}$", required=False)
+
+
+SOURCE_LABELS = {
+    "taproot": "A Taproot export or an original Taproot backup",
+    "reference-memory": "The MCP reference memory server (memory.jsonl)",
+    "mcp-memory-service": "mcp-memory-service (its SQLite file)",
+    "basic-memory": "Basic Memory (a zip of the folder)",
+    "text": "A plain list of bullets or paragraphs",
+}
+
+
+class ImportForm(forms.Form):
+    """A store to import: the file, and optionally what it is and where its memories go."""
+
+    file = forms.FileField(
+        error_messages={"required": "Choose the file to import."},
+        help_text="A Basic Memory folder goes in as a zip of the folder.",
+    )
+    source = forms.ChoiceField(
+        choices=[("", "Recognise it by its content"), *SOURCE_LABELS.items()],
+        required=False,
+        label="What it is",
+        error_messages=NOT_OFFERED,
+    )
+    category = forms.ChoiceField(
+        choices=[("", "As the store says (or its default)"), *CATEGORY_CHOICES],
+        required=False,
+        label="Category of memories whose store gives none",
+        error_messages=NOT_OFFERED,
+    )
+    # The fingerprint of the file the dry run checked: importing takes that file only.
+    checked = forms.CharField(required=False, widget=forms.HiddenInput, max_length=64)

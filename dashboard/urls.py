@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.views import account, detail, memories, preview, suggestions
+from dashboard.views import account, detail, imports, memories, preview, suggestions
 
 app_name = "dashboard"
 
@@ -27,6 +27,7 @@ urlpatterns = [
     ),
     path("closings/", account.closings, name="closings"),
     path("export/", account.export, name="export"),
+    path("import/", imports.import_page, name="import"),
     path("clients/", account.clients, name="clients"),
     path("clients/<int:application_id>/revoke/", account.revoke, name="revoke"),
 ]

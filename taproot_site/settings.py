@@ -109,6 +109,10 @@ TAPROOT_EMBEDDER = env_embedder("TAPROOT_EMBEDDER", "wordllama", ("wordllama", "
 # memories.ranking.ActivationConfig).
 TAPROOT_ACTIVATION: dict[str, object] = {}
 
+# Import (manage.py import_taproot, the dashboard's Import page): a file (or the notes of
+# a zip or folder) larger than this many megabytes is refused before it is read.
+TAPROOT_IMPORT_MAX_MB = env_int("TAPROOT_IMPORT_MAX_MB", 64, minimum=1)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -1,15 +1,27 @@
-"""Import a store: our own export, an original Taproot (Cloudflare KV) backup, or a bare
-JSON array of memory records (SPEC §7).
+"""Import a store (SPEC §7, extended by the switching issue): Taproot's own export, an
+original Taproot (Cloudflare KV) backup or a bare JSON array of memory records, and the
+stores of other memory servers that memories.importers reads.
 
-The whole file is read and checked before anything is written: one bad record refuses
-the file and changes nothing. Then, in one transaction: a snapshot of the whole store,
-the new records (normalised by the same function migrate uses), and the normalisation
-of the records already there. Imports into one account run one at a time.
+The store is read twice, a record at a time, so what an import holds does not grow with
+the file. The first read checks everything and writes nothing: every record readable,
+within the limits the tools apply (memories.limits), and what would be created or
+skipped, per category (a dry run stops here). One bad record refuses the whole file and
+changes nothing; a file whose records break the limits is refused naming up to
+MAX_NAMED of them. The second read writes, in one transaction: a snapshot of the whole
+store, the new records in batches (normalised by the same function migrate uses), and
+the normalisation of the records already there. Imports into one account run one at a
+time.
+
+Records the account already holds are skipped before the limits are checked, so an
+export of a store that older imports filled beyond the limits imports back into it
+(changing nothing); `allow_over_limits` (the command's --allow-over-limits) takes such
+records into another account or server.
 """
 
 import copy
-import json
 import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,53 +32,46 @@ from django.db import IntegrityError, transaction
 from memories.bulkwrite import WRITE_BATCH
 from memories.conf import embedder
 from memories.errors import InvalidInput
-from memories.indexing import Vectors, refresh_hashes
-from memories.limits import unstorable
+from memories.importers import BadFile, Source, open_source
+from memories.indexing import Vectors
 from memories.maintenance import refresh_planner_statistics
-from memories.models import ChangeSource, Closing, Memory, User
-from memories.quoting import shown
+from memories.models import Category, ChangeSource, Closing, Memory, User
 from memories.services._common import now_or, record_revisions, reindex_in_batches
-from memories.services.exporting import CLOSING_PREFIX, EXPORT_FORMAT, MEMORY_PREFIX
-from memories.services.normalise import (
-    LIST_FIELDS,
-    normalise,
-    normalise_list,
-    normalise_stored,
-)
+from memories.services.import_records import canonical_id, closing_from, memory_from
+from memories.services.normalise import normalise, normalise_list, normalise_stored
 from memories.services.snapshots import take_snapshot
 from memories.services.unit_of_work import embed_ahead
-from memories.timeutil import parse_timestamp
-from memories.vocabulary import last_touch_of
+from memories.vocabulary import home_category
+
+__all__ = ["BadFile", "Imported", "import_store"]
 
 # Reserved tags of the original Taproot.
 ARCHIVE_PENDING = "_archive_pending"
 COMPRESS_PENDING = "_compress_pending"
 ORIGINAL_ARCHIVE_REASON = "archived in the original"
-SHAPES = (
-    "an export envelope (an object with an 'entries' list of {key, value, metadata}) or a "
-    "JSON array of memory records"
-)
-# Far deeper than any record Taproot or the original writes (a few levels), and shallow
-# enough that copying, checking and storing a record never meets Python's recursion limit.
-MAX_NESTING = 100
-TOO_DEEP = f"nests lists or objects more than {MAX_NESTING} levels deep"
+# Records over the limits named in a refusal; the rest are counted.
+MAX_NAMED = 20
+# Records in one file: ten times the largest store the benchmarks measure. What an import
+# keeps between its two reads (each record's id) stays tens of megabytes.
+MAX_RECORDS = 1_000_000
+# New memories whose vectors are embedded before the write transaction (as every other
+# write does, so SQLite's write lock is not held while a model embeds). A larger import
+# embeds each batch as it writes it, so its vectors are never all held at once.
+EMBED_AHEAD_MAX = 2_000
 
-
-class BadFile(InvalidInput):
-    def __init__(self, problem: str) -> None:
-        super().__init__(
-            f"The file was not imported: {problem}. Nothing was changed; fix the file and "
-            "import it again."
-        )
+Progress = Callable[[str, int], None]
+# Made from the text when a record is normalised; not a repair of what the file held.
+_HASHES = frozenset({"gist_hash", "content_hash"})
 
 
 @dataclass(frozen=True)
 class Imported:
-    """What an import did. `snapshot_id` is the whole-store snapshot taken before it, or
-    None when nothing was new (then nothing changed and no snapshot was written)."""
+    """What an import did (or, with dry_run, would do). `snapshot_id` is the whole-store
+    snapshot taken before it, or None when nothing was new (then nothing changed and no
+    snapshot was written) and on a dry run."""
 
     memories: int
-    memories_skipped: int  # already in the store
+    memories_skipped: int  # already in the store (or repeated in the file)
     reminted: int  # records given a new id, because another user holds theirs
     closings: int
     closings_skipped: int
@@ -74,11 +79,25 @@ class Imported:
     normalised_existing: int  # records already in the store normalised alongside
     ignored_keys: int  # envelope entries that are neither memories nor closings
     snapshot_id: int | None
+    source: str = "taproot"  # which reader read it (memories.importers.SOURCES)
+    dry_run: bool = False
+    # New and skipped memories per category (as they will be stored), sorted by category.
+    created_by_category: dict[str, int] = field(default_factory=dict)
+    skipped_by_category: dict[str, int] = field(default_factory=dict)
+    # What the store holds that is not imported, and why: reason -> count.
+    left_out: dict[str, int] = field(default_factory=dict)
+    repeated: int = 0  # records the store holds twice, imported once
 
     @property
     def message(self) -> str:
         """What happened, in a sentence for the operator's tools."""
         skipped = self.memories_skipped + self.closings_skipped
+        if self.dry_run:
+            return (
+                f"Dry run: {self.memories} {'memory' if self.memories == 1 else 'memories'} "
+                f"and {self.closings} {'closing' if self.closings == 1 else 'closings'} "
+                f"would be imported, {skipped} skipped. Nothing was changed."
+            )
         if not self.memories and not self.closings:
             return (
                 f"Nothing new: all {skipped} records are already in your store, so nothing "
@@ -93,35 +112,50 @@ class Imported:
         return text + ". The store as it was before is kept in a snapshot."
 
 
-@dataclass
-class Incoming:
-    """What the file holds, checked and turned into unsaved rows."""
-
-    memories: list[tuple[str, Memory]] = field(default_factory=list)
-    closings: list[tuple[str, Closing]] = field(default_factory=list)
-    ignored_keys: int = 0
-
-
 def import_store(
     *,
     owner: User,
-    # Any: a file as read (text or bytes) or its parsed JSON, which may hold anything; the
-    # service checks every part of it and refuses what does not fit, naming where.
+    # Any: a file's bytes (or text), a folder, or parsed JSON, which may hold anything;
+    # the readers check every part of it and refuse what does not fit, naming where.
     data: Any,
+    source: str | None = None,
+    category: Category | None = None,
+    dry_run: bool = False,
+    allow_over_limits: bool = False,
     now: datetime | None = None,
+    progress: Progress | None = None,
 ) -> Imported:
-    """Import `data` (the file's text or bytes, or its parsed JSON) into owner's store."""
+    """Import `data` into owner's store. `source` forces a reader (one of
+    memories.importers.SOURCES; by default the content says which); `category` is the
+    category of records whose store has none; `dry_run` checks and counts, and writes
+    nothing; `progress(stage, records)` hears of each batch read ("checking") and written
+    ("importing")."""
     now = now_or(now)
-    incoming = read_file(data, owner_id=owner.pk, now=now)
+    reader = open_source(data, source=source, owner_id=owner.pk)
+    options = _Options(
+        owner.pk,
+        now,
+        category.value if category is not None else reader.default_category,
+        allow_over_limits,
+        progress,
+    )
+    plan = _check(reader, options)
+    if dry_run:
+        return plan.summary(
+            reader,
+            dry_run=True,
+            normalised_existing=normalise_stored(
+                owner.pk, source=ChangeSource.IMPORT, now=now, dry_run=True
+            ).migrated,
+        )
     try:
-        return _import(incoming, owner_id=owner.pk, now=now)
+        return _import(reader, plan, options)
     except IntegrityError:
         pass
     # An import into another account wrote some of the same ids after this one looked.
-    # Once more from the file (the first try changed its rows in place), now that they
-    # are there: those records get new ids.
+    # Once more from the start, now that they are there: those records get new ids.
     try:
-        return _import(read_file(data, owner_id=owner.pk, now=now), owner_id=owner.pk, now=now)
+        return _import(reader, _check(reader, options), options)
     except IntegrityError:
         raise InvalidInput(
             "The file was not imported: another import was writing records with the same "
@@ -129,274 +163,172 @@ def import_store(
         ) from None
 
 
-def _import(incoming: Incoming, *, owner_id: int, now: datetime) -> Imported:
-    ahead = _embed_ahead(incoming)
-    with transaction.atomic():
-        # One import per account at a time: a second one waits here, then finds the
-        # first one's records present and skips them.
-        get_user_model().objects.select_for_update().filter(pk=owner_id).exists()
-        summary = _load(incoming, owner_id=owner_id, now=now, vectors=ahead)
-        # A whole store arrives at once: let the planner see it before autovacuum would.
-        transaction.on_commit(refresh_planner_statistics)
-    return summary
+@dataclass(frozen=True)
+class _Options:
+    owner_id: int
+    now: datetime
+    category: str | None  # for records whose store gives none
+    allow_over_limits: bool
+    progress: Progress | None
+
+    def advance(self, stage: str, count: int) -> None:
+        if self.progress is not None and count:
+            self.progress(stage, count)
 
 
-# Reading and checking the file ---------------------------------------------------------
+# The first read: checking, and planning what the second one writes --------------------
 
 
-def read_file(data: Any, *, owner_id: int, now: datetime) -> Incoming:
-    if isinstance(data, bytes | str):
-        try:
-            data = json.loads(data)
-        except RecursionError:
-            raise BadFile(f"it {TOO_DEEP}") from None
-        except (ValueError, UnicodeDecodeError) as error:
-            raise BadFile(f"it is not JSON ({error})") from None
-    incoming = Incoming()
-    if isinstance(data, list):
-        for index, value in enumerate(data, start=1):
-            label = _record_label(index, value)
-            if not isinstance(value, dict):
-                raise BadFile(f"{label} is not an object")
-            incoming.memories.append((label, _memory(value, None, label, owner_id, now)))
-    elif isinstance(data, dict) and isinstance(data.get("entries"), list):
-        if "format" in data and data["format"] != EXPORT_FORMAT:
-            raise BadFile(
-                f"its format is {shown(data['format'])}; this version reads {EXPORT_FORMAT!r} and "
-                "backups of the original Taproot"
-            )
-        for index, entry in enumerate(data["entries"], start=1):
-            _read_entry(incoming, index, entry, owner_id, now)
-    else:
-        raise BadFile(f"it is not one of the shapes Taproot reads: {SHAPES}")
-    _refuse_repeats([memory.pk for _, memory in incoming.memories], "memory")
-    _refuse_repeats([closing.pk for _, closing in incoming.closings], "closing")
-    return incoming
+@dataclass
+class _Plan:
+    """What the first read found: enough to write the second time, never the records."""
 
+    memory_ids: set[int] = field(default_factory=set)
+    closing_ids: set[int] = field(default_factory=set)
+    repeats: set[int] = field(default_factory=set)  # positions of records seen before
+    # File id -> the id it is stored under: a new one when another user holds the file's,
+    # or the copy an earlier import made.
+    new_ids: dict[uuid.UUID, uuid.UUID] = field(default_factory=dict)
+    copies: set[uuid.UUID] = field(default_factory=set)
+    created: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    closings: int = 0
+    closings_skipped: int = 0
+    reminted: int = 0
+    normalised: int = 0
+    problems: list[str] = field(default_factory=list)
+    problem_count: int = 0
 
-def _record_label(index: int, value: Any) -> str:
-    if isinstance(value, dict) and isinstance(value.get("id"), str):
-        return f"record {index} (id {shown(value['id'])})"
-    return f"record {index}"
-
-
-def _read_entry(incoming: Incoming, index: int, entry: Any, owner_id: int, now: datetime) -> None:
-    if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
-        raise BadFile(f"entry {index} is not an object with a text 'key'")
-    key: str = entry["key"]
-    label = f"entry {index} ({shown(key)})"
-    if key.startswith(MEMORY_PREFIX):
-        value = _entry_value(entry, label)
-        key_id = key[len(MEMORY_PREFIX) :]
-        incoming.memories.append((label, _memory(value, key_id, label, owner_id, now)))
-    elif key.startswith(CLOSING_PREFIX):
-        value = _entry_value(entry, label)
-        key_id = key[len(CLOSING_PREFIX) :]
-        incoming.closings.append((label, _closing(value, key_id, label, owner_id, now)))
-    else:
-        # Sessions, backups and anything else the original kept in the same namespace.
-        incoming.ignored_keys += 1
-
-
-def _entry_value(entry: dict[str, Any], label: str) -> dict[str, Any]:
-    value = entry.get("value")
-    if isinstance(value, str):
-        # Cloudflare KV hands values back as text unless asked for JSON.
-        try:
-            value = json.loads(value)
-        except RecursionError:
-            raise BadFile(f"{label} {TOO_DEEP}") from None
-        except ValueError:
-            value = None
-    if not isinstance(value, dict):
-        raise BadFile(f"{label} has no record object as its value")
-    return value
-
-
-def _id(value: dict[str, Any], key_id: str | None, label: str) -> uuid.UUID:
-    raw = value.get("id", key_id)
-    try:
-        pk = uuid.UUID(raw.strip()) if isinstance(raw, str) else None
-    except ValueError:
-        pk = None
-    if pk is None:
-        raise BadFile(f"{label} has an id that is not a UUID ({shown(raw)})")
-    if key_id is not None and "id" in value:
-        try:
-            same = uuid.UUID(key_id.strip()) == pk
-        except ValueError:
-            same = True  # a key without a UUID: the value's id stands
-        if not same:
-            raise BadFile(f"{label} holds a record whose id {shown(raw)} differs from its key")
-    return pk
-
-
-def _timestamp(value: dict[str, Any], name: str, label: str) -> datetime | None:
-    raw = value.get(name)
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return None
-    if isinstance(raw, str):
-        try:
-            return parse_timestamp(raw)
-        except (ValueError, OverflowError):  # Overflow: a zone pushes it past year 1 or 9999
-            pass
-    raise BadFile(f"{label} has a {name} that is not an ISO-8601 date-time ({shown(raw)})")
-
-
-def _text(value: Any) -> str | None:
-    if isinstance(value, str) and value.strip():
-        return value
-    return None
-
-
-_TRUE = frozenset({"true", "yes", "1"})
-
-
-def _flag(value: Any) -> bool:
-    """A flag as a file may hold it: true, or the text "true", "yes" or "1"; anything else
-    is false."""
-    if isinstance(value, bool):
-        return value
-    return isinstance(value, str) and value.strip().lower() in _TRUE
-
-
-def _provenance(value: Any) -> str | None:
-    # The original sometimes kept provenance as an object; keep it, as JSON text.
-    if value is None or isinstance(value, str):
-        return _text(value)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _memory(
-    value: dict[str, Any], key_id: str | None, label: str, owner_id: int, now: datetime
-) -> Memory:
-    """An unsaved memory holding the record's values as given (normalised later)."""
-    pk = _id(value, key_id, label)
-    _refuse_unreadable(value, label)
-    _refuse_deep_list_text(value, label)
-    content = value.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise BadFile(f"{label} has no content (it must be non-blank text)")
-    source = value.get("source")
-    if not isinstance(source, dict):
-        source = {}
-    # Kept as given, drift included: normalise() repairs them before anything is saved.
-    as_given: dict[str, Any] = {
-        name: value.get(name)
-        for name in (
-            "category",
-            "salience",
-            "epistemic_status",
-            "replication_count",
-            "compression_level",
-            "retrieval_count",
+    def summary(
+        self, reader: Source, *, dry_run: bool, normalised_existing: int = 0, **done: Any
+    ) -> Imported:
+        left_out = dict(sorted(reader.left_out.items()))
+        return Imported(
+            memories=sum(self.created.values()),
+            memories_skipped=sum(self.skipped.values()) + len(self.repeats),
+            reminted=self.reminted,
+            closings=self.closings,
+            closings_skipped=self.closings_skipped,
+            normalised=self.normalised,
+            normalised_existing=normalised_existing,
+            ignored_keys=left_out.get("other keys", 0),
+            snapshot_id=done.get("snapshot_id"),
+            source=reader.name,
+            dry_run=dry_run,
+            created_by_category=dict(sorted(self.created.items())),
+            skipped_by_category=dict(sorted(self.skipped.items())),
+            left_out=left_out,
+            repeated=len(self.repeats),
         )
-    }
-    created_at = _timestamp(value, "created_at", label)
-    updated_at = _timestamp(value, "updated_at", label) or created_at or now
-    memory = Memory(
-        id=pk,
-        owner_id=owner_id,
-        **as_given,
-        content=content,
-        gist=gist if isinstance(gist := value.get("gist"), str) else "",
-        gist_autogenerated=value.get("gist_autogenerated") is True,
-        core=_flag(value.get("core")),
-        tags=copy.deepcopy(value.get("tags", [])),
-        search_keywords=copy.deepcopy(value.get("search_keywords", [])),
-        linked_memories=copy.deepcopy(value.get("linked_memories", [])),
-        conversation_url=_text(value.get("conversation_url"))
-        or _text(source.get("conversation_url")),
-        conversation_id=_text(value.get("conversation_id")) or _text(source.get("conversation_id")),
-        transcript_ref=_text(value.get("transcript_ref")) or _text(source.get("transcript_ref")),
-        provenance=_provenance(value.get("provenance")),
-        created_at=created_at or updated_at,
-        updated_at=updated_at,
-        last_retrieved=_timestamp(value, "last_retrieved", label),
-        archived_at=_timestamp(value, "archived_at", label),
-        archive_reason=_text(value.get("archive_reason")),
-    )
-    memory.last_touched_at = last_touch_of(memory.updated_at, memory.last_retrieved)
-    refresh_hashes(memory)
-    return memory
 
 
-def _closing(
-    value: dict[str, Any], key_id: str | None, label: str, owner_id: int, now: datetime
-) -> Closing:
-    pk = _id(value, key_id, label)
-    _refuse_unreadable(value, label)
-    reflection = value.get("reflection")
-    if not isinstance(reflection, str) or not reflection.strip():
-        raise BadFile(f"{label} has no reflection (it must be non-blank text)")
-    return Closing(
-        id=pk,
-        owner_id=owner_id,
-        reflection=reflection.strip(),  # as a closing is stored
-        conversation_title=_text(value.get("conversation_title")),
-        conversation_url=_text(value.get("conversation_url")),
-        created_at=_timestamp(value, "created_at", label) or now,
-    )
+@dataclass
+class _Record:
+    position: int
+    label: str
+    row: Memory | Closing
+    over: list[str]  # how it breaks the limits
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether lists and objects nest more than MAX_NESTING levels (found without recursion)."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth == MAX_NESTING:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def _refuse_unreadable(value: Any, label: str) -> None:
-    if _too_deep(value):
-        raise BadFile(f"{label} {TOO_DEEP}")
-    _refuse_unstorable(value, label)
-
-
-def _refuse_deep_list_text(value: dict[str, Any], label: str) -> None:
-    """A list field given as JSON text is parsed later (normalise_list); refuse it now if
-    that text nests too deeply, rather than store it as one odd tag."""
-    for name in LIST_FIELDS:
-        text = value.get(name)
-        if not isinstance(text, str) or not text.lstrip().startswith("["):
+def _check(reader: Source, options: _Options) -> _Plan:
+    plan = _Plan()
+    batch: list[_Record] = []
+    for record in _records(reader, options):
+        ids = plan.memory_ids if isinstance(record.row, Memory) else plan.closing_ids
+        key = record.row.pk.int
+        if key in ids:
+            if reader.repeats_refused:
+                kind = "memory" if isinstance(record.row, Memory) else "closing"
+                raise BadFile(f"the {kind} id {record.row.pk} appears more than once")
+            plan.repeats.add(record.position)
             continue
-        try:
-            too_deep = _too_deep(json.loads(text))
-        except RecursionError:
-            too_deep = True
-        except ValueError:
-            continue  # not JSON: kept as one item, like any other text
-        if too_deep:
-            raise BadFile(f"{label} has {name} that {TOO_DEEP}")
+        ids.add(key)
+        if len(plan.memory_ids) + len(plan.closing_ids) > MAX_RECORDS:
+            raise BadFile(f"it holds more than {MAX_RECORDS:,} records; split it")
+        batch.append(record)
+        if len(batch) == WRITE_BATCH:
+            _plan_batch(plan, batch, options)
+            batch = []
+    _plan_batch(plan, batch, options)
+    if plan.problems:
+        more = plan.problem_count - len(plan.problems)
+        raise BadFile(
+            f"{plan.problem_count:,} "
+            + ("record breaks" if plan.problem_count == 1 else "records break")
+            + " the limits every memory keeps: "
+            + "; ".join(plan.problems)
+            + (f"; and {more:,} more" if more else "")
+        )
+    return plan
 
 
-def _refuse_unstorable(value: Any, label: str) -> None:
-    """Text no database can store; name the record that has it."""
-    if isinstance(value, str):
-        if problem := unstorable(value):
-            raise BadFile(f"{label} contains {problem} which cannot be stored")
-    elif isinstance(value, dict):
-        for item in value.values():
-            _refuse_unstorable(item, label)
-    elif isinstance(value, list):
-        for item in value:
-            _refuse_unstorable(item, label)
+def _records(reader: Source, options: _Options) -> Iterator[_Record]:
+    for position, entry in enumerate(reader.entries()):
+        if entry.kind == "memory":
+            memory, over = memory_from(
+                entry, owner_id=options.owner_id, now=options.now, category=options.category
+            )
+            yield _Record(position, entry.label, memory, over)
+        else:
+            closing, over = closing_from(entry, owner_id=options.owner_id, now=options.now)
+            yield _Record(position, entry.label, closing, over)
 
 
-def _refuse_repeats(ids: list[uuid.UUID], kind: str) -> None:
-    seen: set[uuid.UUID] = set()
-    for pk in ids:
-        if pk in seen:
-            raise BadFile(f"the {kind} id {pk} appears more than once")
-        seen.add(pk)
+def _plan_batch(plan: _Plan, batch: list[_Record], options: _Options) -> None:
+    if not batch:
+        return
+    options.advance("checking", len(batch))
+    memories = [r for r in batch if isinstance(r.row, Memory)]
+    closings = [r for r in batch if isinstance(r.row, Closing)]
+    memory_owners = _owners_of(Memory, [r.row.pk for r in memories])
+    closing_owners = _owners_of(Closing, [r.row.pk for r in closings])
+    mine = options.owner_id
+    foreign = [r.row for r in memories if memory_owners.get(r.row.pk, mine) != mine]
+    copies = _earlier_copies(Memory, foreign, options.owner_id, "content")
+    foreign_closings = [r.row for r in closings if closing_owners.get(r.row.pk, mine) != mine]
+    closing_copies = _earlier_copies(Closing, foreign_closings, options.owner_id, "reflection")
+    for record in memories:
+        memory = record.row
+        assert isinstance(memory, Memory)
+        category = home_category(memory.category)
+        if memory_owners.get(memory.pk) == options.owner_id or memory.pk in copies:
+            plan.skipped[category] += 1
+            if memory.pk in copies:
+                plan.new_ids[memory.pk] = copies[memory.pk]
+                plan.copies.add(memory.pk)
+            continue
+        if memory.pk in memory_owners:
+            plan.new_ids[memory.pk] = uuid.uuid4()
+            plan.reminted += 1
+        _note_problems(plan, record, options)
+        plan.created[category] += 1
+        if plan.problems:
+            continue  # refused anyway: no need to know what normalising would change
+        draft = copy.deepcopy(memory)
+        if apply_original_quirks(draft) | bool(set(normalise(draft)) - _HASHES):
+            plan.normalised += 1
+    for record in closings:
+        pk = record.row.pk
+        if closing_owners.get(pk) == options.owner_id or pk in closing_copies:
+            plan.closings_skipped += 1
+            if pk in closing_copies:
+                plan.copies.add(pk)
+            continue
+        if pk in closing_owners:
+            plan.reminted += 1
+        _note_problems(plan, record, options)
+        plan.closings += 1
 
 
-# Loading -------------------------------------------------------------------------------
+def _note_problems(plan: _Plan, record: _Record, options: _Options) -> None:
+    if not record.over or options.allow_over_limits:
+        return
+    plan.problem_count += 1
+    if len(plan.problems) < MAX_NAMED:
+        plan.problems.append(f"{record.label} ({', '.join(record.over)})")
+
+
+# Writing: the second read --------------------------------------------------------------
 
 
 def apply_original_quirks(memory: Memory) -> bool:
@@ -427,11 +359,7 @@ def _owners_of(model: type[Memory] | type[Closing], ids: list[uuid.UUID]) -> dic
 def _remap_links(links: list[str], new_ids: dict[uuid.UUID, uuid.UUID]) -> list[str]:
     remapped = []
     for link in links:
-        try:
-            target = uuid.UUID(link.strip())
-        except ValueError:
-            remapped.append(link)
-            continue
+        target = canonical_id(link)
         remapped.append(str(new_ids[target]) if target in new_ids else link)
     return remapped
 
@@ -444,6 +372,8 @@ def _earlier_copies(
 ) -> dict[uuid.UUID, uuid.UUID]:
     """Records whose id another user holds, that an earlier import already copied to
     this owner under a new id (same text, same created_at): file id -> the copy's id."""
+    if not records:
+        return {}
     wanted = {(getattr(r, text), r.created_at): r.pk for r in records}
     copies: dict[uuid.UUID, uuid.UUID] = {}
     moments = sorted({r.created_at for r in records})
@@ -457,87 +387,99 @@ def _earlier_copies(
     return copies
 
 
-def _embed_ahead(incoming: Incoming) -> Vectors | None:
-    """The vectors of the incoming memories as they will be stored (quirks applied and
-    normalised, on copies), embedded before the write transaction."""
-    if embedder() is None:
-        return None
-    drafts = []
-    for _, memory in incoming.memories:
-        draft = copy.deepcopy(memory)
-        apply_original_quirks(draft)
-        normalise(draft)
-        drafts.append(draft)
-    return embed_ahead(drafts)
+def _import(reader: Source, plan: _Plan, options: _Options) -> Imported:
+    if not plan.created and not plan.closings:
+        return plan.summary(reader, dry_run=False)
+    ahead = _embed_ahead(reader, plan, options)
+    with transaction.atomic():
+        # One import per account at a time: a second one waits here, then finds the
+        # first one's records present and skips them.
+        get_user_model().objects.select_for_update().filter(pk=options.owner_id).exists()
+        snapshot_id = take_snapshot(
+            owner_id=options.owner_id, reason="before-import", now=options.now
+        ).pk
+        normalised_existing = normalise_stored(
+            options.owner_id, source=ChangeSource.IMPORT, now=options.now, snapshot_reason=None
+        ).migrated
+        batch: list[_Record] = []
+        for record in _records(reader, options):
+            if record.position in plan.repeats:
+                continue
+            batch.append(record)
+            if len(batch) == WRITE_BATCH:
+                _write_batch(batch, plan, options, ahead)
+                batch = []
+        _write_batch(batch, plan, options, ahead)
+        # A whole store arrives at once: let the planner see it before autovacuum would.
+        transaction.on_commit(refresh_planner_statistics)
+    return plan.summary(
+        reader, dry_run=False, normalised_existing=normalised_existing, snapshot_id=snapshot_id
+    )
 
 
-def _load(
-    incoming: Incoming, *, owner_id: int, now: datetime, vectors: Vectors | None = None
-) -> Imported:
-    memory_owners = _owners_of(Memory, [m.pk for _, m in incoming.memories])
-    closing_owners = _owners_of(Closing, [c.pk for _, c in incoming.closings])
-    # An id another user holds gets a new id, unless an earlier import already did that.
-    memory_copies = _earlier_copies(
-        Memory,
-        [m for _, m in incoming.memories if memory_owners.get(m.pk, owner_id) != owner_id],
-        owner_id,
-        "content",
-    )
-    closing_copies = _earlier_copies(
-        Closing,
-        [c for _, c in incoming.closings if closing_owners.get(c.pk, owner_id) != owner_id],
-        owner_id,
-        "reflection",
-    )
+def _new_in(
+    batch: list[_Record], plan: _Plan, options: _Options
+) -> tuple[list[Memory], list[Closing]]:
+    """The records of the batch to write, with the ids they are stored under."""
+    memories = [r.row for r in batch if isinstance(r.row, Memory)]
+    closings = [r.row for r in batch if isinstance(r.row, Closing)]
+    memory_owners = _owners_of(Memory, [m.pk for m in memories])
+    closing_owners = _owners_of(Closing, [c.pk for c in closings])
     new_memories = [
         m
-        for _, m in incoming.memories
-        if memory_owners.get(m.pk) != owner_id and m.pk not in memory_copies
+        for m in memories
+        if memory_owners.get(m.pk) != options.owner_id and m.pk not in plan.copies
     ]
     new_closings = [
         c
-        for _, c in incoming.closings
-        if closing_owners.get(c.pk) != owner_id and c.pk not in closing_copies
+        for c in closings
+        if closing_owners.get(c.pk) != options.owner_id and c.pk not in plan.copies
     ]
-    skipped = len(incoming.memories) - len(new_memories)
-    closings_skipped = len(incoming.closings) - len(new_closings)
-    new_ids = {m.pk: uuid.uuid4() for m in new_memories if m.pk in memory_owners}
-    reminted = len(new_ids)
-    new_ids.update(memory_copies)  # links to a record copied earlier point at the copy
+    for closing in new_closings:
+        if closing.pk in closing_owners:
+            closing.id = uuid.uuid4()
+    for memory in new_memories:
+        if memory.pk in memory_owners and memory.pk not in plan.new_ids:
+            # Taken by another account's import since the first read.
+            plan.new_ids[memory.pk] = uuid.uuid4()
+    return new_memories, new_closings
 
-    snapshot_id = None
-    normalised_existing = 0
+
+def _write_batch(
+    batch: list[_Record],
+    plan: _Plan,
+    options: _Options,
+    ahead: Vectors | None,
+) -> None:
+    if not batch:
+        return
+    new_memories, new_closings = _new_in(batch, plan, options)
     revised = []
-    normalised = 0
-    if new_memories or new_closings:
-        snapshot_id = take_snapshot(owner_id=owner_id, reason="before-import", now=now).pk
-        normalised_existing = normalise_stored(
-            owner_id, source=ChangeSource.IMPORT, now=now, snapshot_reason=None
-        ).migrated
-        for memory in new_memories:
-            before = memory.tracked_state()
-            quirks = apply_original_quirks(memory)
-            if normalise(memory) or quirks:
-                normalised += 1
-            memory.linked_memories = _remap_links(memory.linked_memories, new_ids)
-            memory.id = new_ids.get(memory.pk, memory.pk)
-            revised.append((memory, before))
-        for closing in new_closings:
-            if closing.pk in closing_owners:
-                closing.id = uuid.uuid4()
-                reminted += 1
-        Memory.objects.bulk_create(new_memories, batch_size=WRITE_BATCH)
-        Closing.objects.bulk_create(new_closings, batch_size=WRITE_BATCH)
-        record_revisions(revised, source=ChangeSource.IMPORT, action="import", now=now)
-        reindex_in_batches(new_memories, new=True, vectors=vectors)
-    return Imported(
-        memories=len(new_memories),
-        memories_skipped=skipped,
-        reminted=reminted,
-        closings=len(new_closings),
-        closings_skipped=closings_skipped,
-        normalised=normalised,
-        normalised_existing=normalised_existing,
-        ignored_keys=incoming.ignored_keys,
-        snapshot_id=snapshot_id,
-    )
+    for memory in new_memories:
+        before = memory.tracked_state()
+        apply_original_quirks(memory)
+        normalise(memory)
+        memory.linked_memories = _remap_links(memory.linked_memories, plan.new_ids)
+        memory.id = plan.new_ids.get(memory.pk, memory.pk)
+        revised.append((memory, before))
+    Memory.objects.bulk_create(new_memories, batch_size=WRITE_BATCH)
+    Closing.objects.bulk_create(new_closings, batch_size=WRITE_BATCH)
+    record_revisions(revised, source=ChangeSource.IMPORT, action="import", now=options.now)
+    reindex_in_batches(new_memories, new=True, vectors=ahead)
+    options.advance("importing", len(batch))
+
+
+def _embed_ahead(reader: Source, plan: _Plan, options: _Options) -> Vectors | None:
+    """The vectors of the new memories as they will be stored (quirks applied and
+    normalised, on copies), embedded before the write transaction; None for an import
+    of more than EMBED_AHEAD_MAX memories, whose batches embed as they are written."""
+    if embedder() is None or len(plan.memory_ids) > EMBED_AHEAD_MAX:
+        return None
+    drafts = []
+    for record in _records(reader, options):
+        if isinstance(record.row, Memory) and record.position not in plan.repeats:
+            draft = record.row
+            apply_original_quirks(draft)
+            normalise(draft)
+            drafts.append(draft)
+    return embed_ahead(drafts)

@@ -30,6 +30,7 @@ READS = [
     # The questions asked before a restore and a revoke.
     "/dashboard/revisions/1/restore/",
     "/dashboard/clients/1/revoke/",
+    "/dashboard/import/",
 ]
 WRITES = [
     (f"/dashboard/memories/{MEMORY}/curate/", {"salience": "low"}),
@@ -41,6 +42,7 @@ WRITES = [
     ("/dashboard/clients/1/revoke/", {}),
     (f"/dashboard/suggestions/{MEMORY}/archive/apply/", {}),
     (f"/dashboard/suggestions/{MEMORY}/archive/dismiss/", {}),
+    ("/dashboard/import/", {"confirm": "1"}),
 ]
 
 
