@@ -180,6 +180,15 @@ class _Options:
 
 
 @dataclass
+class _Written:
+    """What the second read wrote, per category: less than the plan when another import
+    into the account wrote some of the records between the two reads."""
+
+    memories: Counter[str] = field(default_factory=Counter)
+    closings: int = 0
+
+
+@dataclass
 class _Plan:
     """What the first read found: enough to write the second time, never the records."""
 
@@ -198,6 +207,14 @@ class _Plan:
     normalised: int = 0
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0
+
+    def settle(self, written: _Written) -> None:
+        """Count as skipped what the plan meant to write and the second read found present."""
+        for category, planned in self.created.items():
+            self.skipped[category] += planned - written.memories[category]
+        self.created = +written.memories
+        self.closings_skipped += self.closings - written.closings
+        self.closings = written.closings
 
     def summary(
         self, reader: Source, *, dry_run: bool, normalised_existing: int = 0, **done: Any
@@ -401,15 +418,22 @@ def _import(reader: Source, plan: _Plan, options: _Options) -> Imported:
         normalised_existing = normalise_stored(
             options.owner_id, source=ChangeSource.IMPORT, now=options.now, snapshot_reason=None
         ).migrated
+        written = _Written()
         batch: list[_Record] = []
         for record in _records(reader, options):
             if record.position in plan.repeats:
                 continue
             batch.append(record)
             if len(batch) == WRITE_BATCH:
-                _write_batch(batch, plan, options, ahead)
+                _write_batch(batch, plan, options, ahead, written)
                 batch = []
-        _write_batch(batch, plan, options, ahead)
+        _write_batch(batch, plan, options, ahead, written)
+        plan.settle(written)
+        if not plan.created and not plan.closings:
+            # Another import of these records got the account first: as when the first
+            # read finds nothing new, nothing changes and no snapshot is kept.
+            transaction.set_rollback(True)
+            return plan.summary(reader, dry_run=False)
         # A whole store arrives at once: let the planner see it before autovacuum would.
         transaction.on_commit(refresh_planner_statistics)
     return plan.summary(
@@ -442,6 +466,7 @@ def _new_in(
         if memory.pk in memory_owners and memory.pk not in plan.new_ids:
             # Taken by another account's import since the first read.
             plan.new_ids[memory.pk] = uuid.uuid4()
+            plan.reminted += 1
     return new_memories, new_closings
 
 
@@ -450,10 +475,13 @@ def _write_batch(
     plan: _Plan,
     options: _Options,
     ahead: Vectors | None,
+    written: _Written,
 ) -> None:
     if not batch:
         return
     new_memories, new_closings = _new_in(batch, plan, options)
+    written.memories.update(home_category(m.category) for m in new_memories)
+    written.closings += len(new_closings)
     revised = []
     for memory in new_memories:
         before = memory.tracked_state()
