@@ -553,6 +553,7 @@ def run_http(
         combined["latency"].extend(result["latency"])
         combined["throughput"].extend(result["throughput"])
         combined.setdefault("bursts", []).extend(result.get("bursts", []))
+        combined.setdefault("flood", []).extend(result.get("flood", []))
         if "profile" in result:
             combined.setdefault("profiles", []).append(result["profile"])
     add_transport_overhead(combined, service_runs, args.http_size)

@@ -382,6 +382,72 @@ async def bursts(url: str, token: str, workload: Workload, count: int) -> dict[s
     }
 
 
+# The flood (issue 22): one account sends FLOOD_PARALLEL remembers at a time, each of
+# FLOOD_CHARS emoji (the longest content a memory may have, in the characters that cost an
+# embedder most), while another account recalls, one call after the other.
+FLOOD_PARALLEL = 5
+FLOOD_CHARS = 20_000
+FLOOD_RECALLS = 60
+FLOOD_NEIGHBOUR = "bench-neighbour-1"
+
+
+def flood_remember(i: int) -> Call:
+    emoji = "".join(chr(0x1F300 + (i * 7 + k) % 700) for k in range(FLOOD_CHARS))
+    return (
+        "taproot_remember",
+        {"category": "episodic", "content": emoji, "gist": f"A flood of emoji, number {i}"},
+    )
+
+
+async def flood(url: str, token: str, flood_token: str, workload: Workload) -> dict[str, Any]:
+    """Another account's recall, alone and then during a flood of long remembers: its
+    median and slowest call each way, and how many remembers the flood made meanwhile."""
+
+    async def recalls(client: Any, offset: int) -> list[float]:
+        samples = []
+        for i in range(FLOOD_RECALLS):
+            started = time.perf_counter()
+            await _call(client, workload.call_for("recall", offset + i))
+            samples.append((time.perf_counter() - started) * 1000)
+        return samples
+
+    flooded = 0
+    failed = 0
+    stop = asyncio.Event()
+
+    async def flood_calls(client: Any) -> None:
+        nonlocal flooded, failed
+        while not stop.is_set():
+            calls = [flood_remember(flooded + k) for k in range(FLOOD_PARALLEL)]
+            done = await asyncio.gather(*(_call(client, call) for call in calls))
+            flooded += len(done)
+            failed += done.count(False)
+
+    async with AsyncExitStack() as stack:
+        client = await open_client(stack, url, token)
+        flooder = await open_client(stack, url, flood_token)
+        for i in range(10):  # warm-up, both accounts
+            await _call(client, workload.call_for("recall", i))
+        await _call(flooder, flood_remember(0))
+        alone = await recalls(client, 100)
+        flooding = asyncio.create_task(flood_calls(flooder))
+        await asyncio.sleep(0.5)  # the flood under way
+        during = await recalls(client, 200)
+        stop.set()
+        await flooding
+    before, after = summarise(alone), summarise(during)
+    return {
+        "recalls": FLOOD_RECALLS,
+        "alone_median_ms": before.median_ms,
+        "alone_max_ms": round(max(alone), 1),
+        "flood_median_ms": after.median_ms,
+        "flood_max_ms": round(max(during), 1),
+        "ratio": round(after.median_ms / before.median_ms, 2),
+        "remembers": flooded,
+        "remembers_failed": failed,
+    }
+
+
 def run(
     *,
     database_url: str,
@@ -403,6 +469,7 @@ def run(
     workload = Workload(size, seed)
     tokens = [issue_token(workload.owner) for _ in range(max(CLIENTS))]
     token = tokens[0]
+    flood_token = issue_token(FLOOD_NEIGHBOUR)
     connection.close()
     result: dict[str, Any] = {
         "client_mode": CLIENT_MODE,
@@ -421,6 +488,9 @@ def run(
                     result["throughput"].append({"backend": backend, "workers": workers, **row})
             row = asyncio.run(bursts(url, token, workload, BURSTS))
             result["bursts"].append({"backend": backend, "workers": workers, **row})
+            if workers == 1:
+                row = asyncio.run(flood(url, token, flood_token, workload))
+                result["flood"] = [{"backend": backend, "workers": workers, **row}]
     if profile_dir is not None:
         out = profile_dir / f"profile-http-{backend}-recall-by-ids.txt"
         found = profile(database_url, port, token, workload, max(plan.budget_s, 5.0), out)

@@ -672,6 +672,37 @@ def http_section(results: dict[str, Any]) -> str:
                 bursts,
             )
         )
+    flood = [
+        (
+            BACKEND_LABELS.get(r["backend"], r["backend"]),
+            r["recalls"],
+            ms(r["alone_median_ms"]),
+            ms(r["flood_median_ms"]),
+            f"{r['ratio']}×",
+            ms(r["alone_max_ms"]),
+            ms(r["flood_max_ms"]),
+            f"{r['remembers']} ({r['remembers_failed']} failed)",
+        )
+        for r in http.get("flood", [])
+    ]
+    if flood:
+        parts.append(
+            "Another account's recall while one account sends 5 remembers of 20,000 emoji at "
+            "a time (one worker):\n\n"
+            + table(
+                (
+                    "database",
+                    "recalls",
+                    "median ms alone",
+                    "median ms in the flood",
+                    "ratio",
+                    "max ms alone",
+                    "max ms in the flood",
+                    "remembers meanwhile",
+                ),
+                flood,
+            )
+        )
     return "\n\n".join(parts)
 
 
