@@ -38,7 +38,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
-from mcp_bridge import database
+from mcp_bridge import database, embedding
 from mcp_bridge.capacity import BufferBudget, BufferClaim, BufferFull, UserSlots
 from mcp_bridge.database import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
 from mcp_bridge.request_log import RequestRecord, current_record, logger
@@ -170,7 +170,8 @@ class McpAdmission:
 
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
-        """The MCP session manager, running; once it has stopped, the database threads."""
+        """The MCP session manager, running; once it has stopped, the database and
+        embedding threads."""
         async with self.mcp.session_manager.run():
             self.running = True
             try:
@@ -178,6 +179,7 @@ class McpAdmission:
             finally:
                 self.running = False
         database.shutdown()
+        embedding.shutdown()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one /mcp request without letting a slow, greedy or anonymous client hold

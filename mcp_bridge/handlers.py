@@ -19,6 +19,7 @@ from mcp_bridge.messages import say, skipped_prefixes
 from memories import services, shortids
 from memories.conf import reflect_nudge_hours
 from memories.errors import DomainError, InvalidInput, TooFewToCompress
+from memories.indexing import Vectors
 from memories.jsonutil import dumps
 from memories.limits import (
     DEFAULT_RECALL_LIMIT,
@@ -37,6 +38,7 @@ from memories.limits import (
 from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
 from memories.quoting import shown
 from memories.refs import IdPrefix, MemoryRef, Resolved
+from memories.semantic import QueryVector
 from memories.services import Hit, MemoryDraft, RecallFilters, ReflectDue, Remembered
 from memories.timeutil import isoformat
 from memories.vocabulary import CATEGORY_VALUES
@@ -141,6 +143,59 @@ def _salience(value: Any, warnings: list[str]) -> Salience:
 def remember(
     *,
     owner: User,
+    update_id: Any = None,
+    source: ChangeSource = ChangeSource.TOOL,
+    now: datetime | None = None,
+    vectors: Vectors | None = None,
+    **fields: Any,
+) -> Reply:
+    """`fields`: the memory's arguments as sent (those of `_read_draft`); `vectors`: the
+    new memory's, embedded ahead (mcp_bridge.embedding)."""
+    update_id = _blank_as_none(update_id)
+    # Refused here, before the other arguments, when it names no memory or several.
+    update = None if update_id is None else resolve_memory_id(owner, update_id, field="update_id")
+    given, warnings, malformed = _read_draft(creating=update is None, **fields)
+    done = services.remember(
+        owner=owner,
+        draft=MemoryDraft(**given),
+        update=update,
+        source=source,
+        now=now,
+        vectors=vectors,
+    )
+    warnings.extend(_remember_warnings(done, malformed, given.get("linked_memories", [])))
+    memory = done.memory
+    reply = {
+        "status": "ok",
+        "action": "created" if done.created else "updated",
+        "memory_id": str(memory.pk),
+        "category": memory.category,
+        "core": memory.core,
+    }
+    return with_reflect_hint(_warned(reply, warnings), owner, now=now)
+
+
+def remembered_ahead(*, update_id: Any = None, **fields: Any) -> list[Memory]:
+    """The memory a taproot_remember call would create, unsaved, for embedding ahead of
+    it (read exactly as `remember` reads it); none for an update or a refused call."""
+    if _blank_as_none(update_id) is not None:
+        return []
+    try:
+        given, _, _ = _read_draft(creating=True, **fields)
+        return [Memory(**MemoryDraft(**given).given())]
+    except (InvalidInput, DomainError):
+        return []
+
+
+def _blank_as_none(update_id: Any) -> Any:
+    if isinstance(update_id, str) and not update_id.strip():
+        return None  # models send "" for an argument they mean to leave out
+    return update_id
+
+
+def _read_draft(
+    *,
+    creating: bool,
     category: Any = None,
     content: Any = None,
     gist: Any = None,
@@ -154,15 +209,9 @@ def remember(
     transcript_ref: Any = None,
     conversation_url: Any = None,
     search_keywords: Any = None,
-    update_id: Any = None,
-    source: ChangeSource = ChangeSource.TOOL,
-    now: datetime | None = None,
-) -> Reply:
-    if isinstance(update_id, str) and not update_id.strip():
-        update_id = None  # models send "" for an argument they mean to leave out
-    # Refused here, before the other arguments, when it names no memory or several.
-    update = None if update_id is None else resolve_memory_id(owner, update_id, field="update_id")
-    creating = update is None
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The draft's fields as given, the warnings reading them gave, and the links that are
+    neither ids nor prefixes."""
     warnings: list[str] = []
     given = _texts(creating, category=category, content=content, gist=gist, warnings=warnings)
     given |= _settings(
@@ -192,19 +241,7 @@ def remember(
             "Nothing to update: send update_id together with the fields to change "
             "(only those change)."
         )
-    done = services.remember(
-        owner=owner, draft=MemoryDraft(**given), update=update, source=source, now=now
-    )
-    warnings.extend(_remember_warnings(done, malformed, given.get("linked_memories", [])))
-    memory = done.memory
-    reply = {
-        "status": "ok",
-        "action": "created" if done.created else "updated",
-        "memory_id": str(memory.pk),
-        "category": memory.category,
-        "core": memory.core,
-    }
-    return with_reflect_hint(_warned(reply, warnings), owner, now=now)
+    return given, warnings, malformed
 
 
 def _texts(
@@ -369,7 +406,9 @@ def recall(
     since: Any = None,
     limit: Any = None,
     now: datetime | None = None,
+    query_vector: QueryVector | None = None,
 ) -> Reply:
+    """`query_vector`: the query's, embedded ahead (mcp_bridge.embedding)."""
     filters, warnings = recall_filters(
         query=query, category=category, ids=ids, tags=tags, since=since, limit=limit
     )
@@ -383,7 +422,9 @@ def recall(
         size += added
         return True
 
-    found = services.recall(owner=owner, filters=filters, fits=fits, now=now)
+    found = services.recall(
+        owner=owner, filters=filters, fits=fits, now=now, query_vector=query_vector
+    )
     if found.prefixes.ambiguous or found.prefixes.unknown:
         sent = {p.hex: p.written for p in filters.prefixes}
         warnings.append(skipped_prefixes("ids", found.prefixes, sent))

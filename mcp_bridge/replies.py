@@ -6,7 +6,7 @@ and answered with a generic message, never a traceback or a protocol error.
 """
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from django.db import DatabaseError
@@ -65,17 +65,28 @@ def _with_unknown_warning(reply: Mapping[str, Any], unknown: Iterable[str]) -> M
 
 
 async def run_tool(
-    ctx: Context, tool: str, service: Service, /, **arguments: Any
+    ctx: Context,
+    tool: str,
+    service: Service,
+    /,
+    *,
+    ahead: Callable[[], Awaitable[Mapping[str, Any]]] | None = None,
+    **arguments: Any,
 ) -> CallToolResult:
     """Call `service(owner=<token user>, **arguments)` and reply with its JSON.
 
-    A reply that is already text (the reflect payload) is sent exactly as it is.
+    `ahead` embeds what the call will need off the database threads (mcp_bridge.embedding)
+    and gives the service the arguments to find it by. A reply that is already text (the
+    reflect payload) is sent exactly as it is.
     """
+    sent = arguments
 
     def call() -> Reply:
         return service(owner=token_user(), **arguments)
 
     try:
+        if ahead is not None:
+            arguments = {**arguments, **await ahead()}
         # The request's one hop to a database thread after the token check.
         reply = await run_sync(call)
     except InvalidInput as refusal:
@@ -94,5 +105,5 @@ async def run_tool(
         return error_result(UNEXPECTED.format(tool=tool))
     if isinstance(reply, str):
         return text_result(reply)
-    unknown = set(sent_argument_names(ctx)) - set(arguments)
+    unknown = set(sent_argument_names(ctx)) - set(sent)
     return text_result(dumps(_with_unknown_warning(reply, unknown)))

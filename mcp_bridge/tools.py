@@ -13,7 +13,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
 
 from mcp_bridge import arguments as arg
-from mcp_bridge import handlers
+from mcp_bridge import embedding, handlers
 from mcp_bridge.auth import token_client
 from mcp_bridge.handlers import FORGET_ACTIONS
 from mcp_bridge.replies import run_tool
@@ -153,25 +153,28 @@ async def taproot_remember(
         ),
     ] = None,
 ) -> CallToolResult:
-    return await run_tool(
-        ctx,
-        "taproot_remember",
-        handlers.remember,
-        category=category,
-        content=content,
-        gist=gist,
-        salience=salience,
-        core=core,
-        epistemic_status=epistemic_status,
-        provenance=provenance,
-        tags=tags,
-        linked_memories=linked_memories,
-        conversation_id=conversation_id,
-        transcript_ref=transcript_ref,
-        conversation_url=conversation_url,
-        search_keywords=search_keywords,
-        update_id=update_id,
-    )
+    arguments = {
+        "category": category,
+        "content": content,
+        "gist": gist,
+        "salience": salience,
+        "core": core,
+        "epistemic_status": epistemic_status,
+        "provenance": provenance,
+        "tags": tags,
+        "linked_memories": linked_memories,
+        "conversation_id": conversation_id,
+        "transcript_ref": transcript_ref,
+        "conversation_url": conversation_url,
+        "search_keywords": search_keywords,
+        "update_id": update_id,
+    }
+
+    async def ahead() -> dict[str, Any]:
+        created = handlers.remembered_ahead(**arguments)
+        return {"vectors": await embedding.memory_vectors(created)}
+
+    return await run_tool(ctx, "taproot_remember", handlers.remember, ahead=ahead, **arguments)
 
 
 async def taproot_recall(
@@ -217,10 +220,15 @@ async def taproot_recall(
         ),
     ] = None,
 ) -> CallToolResult:
+    async def ahead() -> dict[str, Any]:
+        text = query if isinstance(query, str) else ""
+        return {"query_vector": await embedding.query_vector(text)}
+
     return await run_tool(
         ctx,
         "taproot_recall",
         handlers.recall,
+        ahead=ahead,
         query=query,
         category=category,
         ids=ids,

@@ -13,6 +13,7 @@ import math
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,10 +33,44 @@ _PRODUCT = _SCALE * _SCALE
 _SCAN_ROOM = 2
 
 
+# What an embedder reads of a memory or a query, at most. Its cost grows with the text
+# (20,000 emoji took wordllama 0.28 s, their first 2,000 8 ms) while what a vector says of
+# a long text is settled by its beginning, which holds the gist and the keywords. Every
+# LoCoMo memory and question is shorter (the longest memory text is under 600 characters),
+# so retrieval there is unchanged; MiniLM reads only its first 256 word pieces anyway.
+EMBEDDED_CHARS = 2_000
+
+
 def memory_text(*, gist: str, content: str, tags: Sequence[str], keywords: Sequence[str]) -> str:
     """What a memory's vector is made of: gist, keywords, tags and content, space apart (a
-    separator is a token too, and would pull every vector toward its own)."""
-    return " ".join(part for part in [gist, *keywords, *tags, content] if part.strip())
+    separator is a token too, and would pull every vector toward its own), cut to
+    EMBEDDED_CHARS."""
+    joined = " ".join(part for part in [gist, *keywords, *tags, content] if part.strip())
+    return joined[:EMBEDDED_CHARS]
+
+
+def query_text(query: str) -> str:
+    """What a query's vector is made of: its first EMBEDDED_CHARS characters."""
+    return query[:EMBEDDED_CHARS]
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    """A query's vector, embedded ahead of the recall that uses it (by mcp_bridge, on
+    threads of its own rather than the database's)."""
+
+    embedder: str
+    text: str
+    vector: Vector | None
+
+
+def embed_query(semantic: Embedder, query: str, ahead: QueryVector | None = None) -> Vector | None:
+    """The vector of `query`: the one embedded ahead when it is of this query by this
+    embedder, else embedded here."""
+    text = query_text(query)
+    if ahead is not None and ahead.embedder == semantic.name and ahead.text == text:
+        return ahead.vector
+    return semantic.embed_query(text)
 
 
 def stored(vector: Vector | None) -> bytes:

@@ -34,7 +34,7 @@ from memories.scoring import (
     holding_any,
     statistics,
 )
-from memories.semantic import CACHE
+from memories.semantic import CACHE, QueryVector, embed_query
 from memories.services._common import distinct, now_or
 from memories.shortids import resolve_prefixes
 from memories.timeutil import micros
@@ -87,8 +87,11 @@ class Ranking:
     meaning_only: set[uuid.UUID] = field(default_factory=set)
 
 
-def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Ranking:
-    """The owner's best `filters.limit` live memories, best first. Reads only.
+def rank_memories(
+    owner: User, filters: RecallFilters, *, now: datetime, ahead: QueryVector | None = None
+) -> Ranking:
+    """The owner's best `filters.limit` live memories, best first. Reads only. `ahead` is
+    the query's vector when the caller embedded it already.
 
     The database scores and cuts (memories.scoring); what it returns is re-scored with
     the reference formula, so scores, order and ties are exactly SPEC §3's. With an
@@ -116,7 +119,7 @@ def rank_memories(owner: User, filters: RecallFilters, *, now: datetime) -> Rank
             query, profile=profile, live=owner_index.live, df=owner_index.df, config=config
         )
         denominator = Relevance(weights, keyword_factor, content_factor).denominator
-    query_vector = semantic.embed_query(filters.query or "") if semantic else None
+    query_vector = embed_query(semantic, filters.query or "", ahead) if semantic else None
     ceiling = 1000
     held = sum(owner_index.df.values())
     if query_vector is not None and held >= max(WIDE_QUERY, WIDE_SHARE * owner_index.live):
@@ -287,15 +290,18 @@ def recall(
     filters: RecallFilters,
     fits: Fits | None = None,
     now: datetime | None = None,
+    query_vector: QueryVector | None = None,
 ) -> Recalled:
     """The owner's best live memories for these filters, each recall counted as a use
     (strengthened: SPEC §3), except those found by meaning alone. `fits`, when given, is
-    asked before each hit is taken; the first that does not fit ends the list."""
+    asked before each hit is taken; the first that does not fit ends the list.
+    `query_vector` is the query's, embedded ahead by the caller (see
+    memories.semantic.embed_query)."""
     now = now_or(now)
     filters, resolved = resolve_id_prefixes(owner, filters)
     # Ranking only reads, so it runs outside the write transaction: on SQLite that
     # transaction holds the database's one write lock, which other requests wait for.
-    ranking = rank_memories(owner, filters, now=now)
+    ranking = rank_memories(owner, filters, now=now, ahead=query_vector)
     if ranking.only_stop_words:
         return Recalled([], only_stop_words=True, prefixes=resolved)
     chosen_ids = [item.candidate.id for item in ranking.ranked]

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from memories.errors import BlankText, MemoryArchived, NothingToChange, TooManyItems
-from memories.indexing import INDEXED_TEXT, Vectors, refresh_hashes, reindex
+from memories.indexing import INDEXED_TEXT, Vectors, embedding_text, refresh_hashes, reindex
 from memories.limits import (
     MAX_CONTENT,
     MAX_GIST,
@@ -106,9 +106,12 @@ def remember(
     update: MemoryRef | None = None,
     source: ChangeSource = ChangeSource.TOOL,
     now: datetime | None = None,
+    vectors: Vectors | None = None,
 ) -> Remembered:
     """Create a memory from a draft, or update `update` changing only what the draft
-    gives. Everything is checked before anything is written."""
+    gives. Everything is checked before anything is written. `vectors`: a new memory's,
+    embedded ahead by the caller (see memories.indexing.vectors_for); embedded here when
+    not given, or given for other text."""
     now = now_or(now)
     # A short id names its memory from here on (refused when it names none or several).
     update_id = None if update is None else resolve_memory_id(owner, update)
@@ -123,7 +126,8 @@ def remember(
         return _update(owner, update_id, draft, values, source, now)
     # Embedded before the write transaction: on SQLite it holds the one write lock.
     new = Memory(id=uuid.uuid4(), owner=owner, created_at=now, **values)
-    vectors = embed_ahead([new])
+    if vectors is None or embedding_text(new) not in vectors.by_text:
+        vectors = embed_ahead([new])
     # A new memory takes seven statements in this transaction: the duplicate check (content
     # and gist at once), the memory, its recall entry, its tag rows (none without tags),
     # its token rows, the owner's live count and version, and its vector. Each writes

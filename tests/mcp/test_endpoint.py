@@ -166,6 +166,9 @@ async def lifespan(app: TaprootASGI) -> AsyncIterator[None]:
         assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
 
 
+NEW_MEMORY = {"category": "episodic", "content": "We went to Lisbon.", "gist": "A trip to Lisbon"}
+
+
 def tool_call(name: str, arguments: dict[str, Any] | None = None, id: int = 2) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
@@ -190,9 +193,10 @@ def test_a_tool_call_makes_two_trips_off_the_event_loop_and_nothing_else_does(
     monkeypatch, settings, user
 ):
     """The token check, then the tool's service call: each one trip from the event loop
-    to a database thread (mcp_bridge.database). Nothing else in a request leaves the
-    loop (no request signals, no second user lookup), and a request without a token
-    makes no trip at all."""
+    to a database thread (mcp_bridge.database); between them, a recall's query or a new
+    memory is embedded on a thread of its own (mcp_bridge.embedding). Nothing else in a
+    request leaves the loop (no request signals, no second user lookup), and a request
+    without a token makes no trip at all."""
     token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)
     trips: list[str] = []
     hop = SyncToAsync.__call__
@@ -211,6 +215,7 @@ def test_a_tool_call_makes_two_trips_off_the_event_loop_and_nothing_else_does(
                 (INITIALIZE, token),
                 (tool_call("taproot_status"), token),
                 (tool_call("taproot_recall", {"query": "anything"}), token),
+                (tool_call("taproot_remember", NEW_MEMORY), token),
                 (tool_call("taproot_status"), None),
             ]:
                 trips.clear()
@@ -222,7 +227,8 @@ def test_a_tool_call_makes_two_trips_off_the_event_loop_and_nothing_else_does(
     assert anyio.run(requests) == [
         (200, ["find_access_token"]),
         (200, ["find_access_token", "call"]),
-        (200, ["find_access_token", "call"]),
+        (200, ["find_access_token", "embed_query", "call"]),
+        (200, ["find_access_token", "vectors_for", "call"]),
         (401, []),
     ]
 
