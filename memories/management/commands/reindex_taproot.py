@@ -7,7 +7,7 @@ from tqdm import tqdm
 
 from memories.conf import embedder, ranking_profile
 from memories.embedding import EmbedderUnavailable
-from memories.indexing import rebuild
+from memories.indexing import REBUILD_BATCH, rebuild
 from memories.maintenance import refresh_planner_statistics
 from memories.management.users import user_named
 from memories.models import Memory, RecallIndex
@@ -24,7 +24,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", help="only this account (default: every account)")
         parser.add_argument(
-            "--batch-size", type=int, default=500, help="memories per transaction (500)"
+            "--batch-size",
+            type=int,
+            default=REBUILD_BATCH,
+            help=f"memories per transaction ({REBUILD_BATCH})",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
