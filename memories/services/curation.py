@@ -259,7 +259,9 @@ def compress(
     unlocked = Memory.objects.for_owner(owner).in_bulk(original_ids).values()
     ahead = embed_ahead([Memory(content=clean_content, gist=clean_gist, tags=_all_tags(unlocked))])
     with transaction.atomic(durable=True):
-        found = Memory.objects.for_owner(owner).select_for_update().in_bulk(original_ids)
+        # Locked in id order, as every other writer locks several memories.
+        locked = Memory.objects.for_owner(owner).filter(pk__in=original_ids).order_by("pk")
+        found = {m.pk: m for m in locked.select_for_update()}
         if missing := [i for i in original_ids if i not in found]:
             raise NotAllYours(missing)
         originals = [found[i] for i in original_ids]
