@@ -9,6 +9,7 @@ as Claude.ai does today.
 
 import asyncio
 import io
+import multiprocessing
 import os
 import random
 import signal
@@ -399,6 +400,25 @@ def flood_remember(i: int) -> Call:
     )
 
 
+def _flood_process(url: str, token: str, stop: Any, counts: Any) -> None:
+    """The flooding account, in a process of its own: its client's work (encoding and
+    reading 5 bodies of 80 KB at a time) would otherwise delay the measured client's."""
+
+    async def flood_calls() -> None:
+        async with AsyncExitStack() as stack:
+            client = await open_client(stack, url, token)
+            sent = 0
+            while not stop.is_set():
+                calls = [flood_remember(sent + k) for k in range(FLOOD_PARALLEL)]
+                done = await asyncio.gather(*(_call(client, call) for call in calls))
+                sent += len(done)
+                with counts.get_lock():
+                    counts[0] += len(done)
+                    counts[1] += done.count(False)
+
+    asyncio.run(flood_calls())
+
+
 async def flood(url: str, token: str, flood_token: str, workload: Workload) -> dict[str, Any]:
     """Another account's recall, alone and then during a flood of long remembers: its
     median and slowest call each way, and how many remembers the flood made meanwhile."""
@@ -411,30 +431,25 @@ async def flood(url: str, token: str, flood_token: str, workload: Workload) -> d
             samples.append((time.perf_counter() - started) * 1000)
         return samples
 
-    flooded = 0
-    failed = 0
-    stop = asyncio.Event()
-
-    async def flood_calls(client: Any) -> None:
-        nonlocal flooded, failed
-        while not stop.is_set():
-            calls = [flood_remember(flooded + k) for k in range(FLOOD_PARALLEL)]
-            done = await asyncio.gather(*(_call(client, call) for call in calls))
-            flooded += len(done)
-            failed += done.count(False)
-
+    spawn = multiprocessing.get_context("spawn")
+    stop = spawn.Event()
+    counts = spawn.Array("i", 2)  # remembers made, remembers failed
     async with AsyncExitStack() as stack:
         client = await open_client(stack, url, token)
-        flooder = await open_client(stack, url, flood_token)
-        for i in range(10):  # warm-up, both accounts
+        for i in range(10):  # warm-up
             await _call(client, workload.call_for("recall", i))
-        await _call(flooder, flood_remember(0))
         alone = await recalls(client, 100)
-        flooding = asyncio.create_task(flood_calls(flooder))
-        await asyncio.sleep(0.5)  # the flood under way
-        during = await recalls(client, 200)
-        stop.set()
-        await flooding
+        flooder = spawn.Process(target=_flood_process, args=(url, flood_token, stop, counts))
+        flooder.start()
+        try:
+            while counts[0] < FLOOD_PARALLEL:  # the flood under way
+                await asyncio.sleep(0.05)
+                if not flooder.is_alive():
+                    raise RuntimeError("the flooding process stopped before its first remembers")
+            during = await recalls(client, 200)
+        finally:
+            stop.set()
+            flooder.join(timeout=60)
     before, after = summarise(alone), summarise(during)
     return {
         "recalls": FLOOD_RECALLS,
@@ -443,8 +458,8 @@ async def flood(url: str, token: str, flood_token: str, workload: Workload) -> d
         "flood_median_ms": after.median_ms,
         "flood_max_ms": round(max(during), 1),
         "ratio": round(after.median_ms / before.median_ms, 2),
-        "remembers": flooded,
-        "remembers_failed": failed,
+        "remembers": counts[0],
+        "remembers_failed": counts[1],
     }
 
 
