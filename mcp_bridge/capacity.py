@@ -5,9 +5,12 @@ Both live in the process and are used from its one event loop only (mcp_bridge.a
 so they need no lock; with several workers, each has its own.
 """
 
-from collections.abc import AsyncIterator
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -58,26 +61,61 @@ class BufferClaim:
         self.size = 0
 
 
+# While other users have work on the worker, how many requests each user may have
+# running (the rest of their places wait): one. A worker's Python runs on one core at a
+# time, so a user's parallel calls barely finish sooner than one after the other, and
+# each one running takes another share of that core from everyone else. Measured with
+# one user sending remembers of 20,000 emoji five at a time, another user's recall took
+# 2.4-3 times as long as alone with the first user's calls all running, 2.3 times with
+# two of them, about 2 with one (docs/benchmarks.md, "One user never slows another").
+SHARED_RUNNING = 1
+# How long after a user's last request ended they still count as having work here: a
+# person's Claude sends its calls one after the other, with a moment between them.
+RECENT_SECONDS = 1.0
+
+
 @dataclass
 class _Turns:
-    semaphore: anyio.Semaphore
-    requests: int = 0  # in progress or waiting
+    queue: deque[object] = field(default_factory=deque)  # waiting requests, first come first
+    running: int = 0
+    ended_at: float = -math.inf
+
+    @property
+    def requests(self) -> int:
+        """In progress or waiting."""
+        return self.running + len(self.queue)
 
 
 class UserSlots:
     """How many /mcp requests each user has in progress in this process, and who waits.
 
     Keyed by the user the bearer token acts for once it is looked up, so every token of a
-    user, however its header is spelled, counts against the one limit. A request past the
-    limit waits its turn (first come, first served) for up to `wait` seconds; meanwhile it
-    holds no database connection and no thread, only its body (see BufferBudget). A user's
-    entry lasts only while they have requests in progress or waiting.
+    user, however its header is spelled, counts against the one limit. A user alone on the
+    worker may have `limit` requests running; while other users have requests running,
+    waiting or just ended (within `recent` seconds), each may have `shared`, so that one
+    user's burst or flood takes no more of the worker than another's single call. A
+    request past its user's limit waits its turn (first come, first served) for up to
+    `wait` seconds; meanwhile it holds no database connection and no thread, only its body
+    (see BufferBudget). A user's entry lasts while they have requests in progress or
+    waiting, and `recent` seconds more.
     """
 
-    def __init__(self, limit: int, wait: float) -> None:
+    def __init__(
+        self,
+        limit: int,
+        wait: float,
+        *,
+        shared: int = SHARED_RUNNING,
+        recent: float = RECENT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit = limit
         self.wait = wait
+        self.shared = min(shared, limit)
+        self.recent = recent
+        self.clock = clock
         self.users: dict[str, _Turns] = {}
+        self._woken: set[anyio.Event] = set()
 
     @asynccontextmanager
     async def hold(self, user: str) -> AsyncIterator[bool]:
@@ -85,29 +123,64 @@ class UserSlots:
         to come free if need be; yields False (and takes none) when none did in time."""
         turns = self.users.get(user)
         if turns is None:
-            turns = self.users[user] = _Turns(anyio.Semaphore(self.limit))
-        turns.requests += 1
+            turns = self.users[user] = _Turns()
+        ticket = object()
+        turns.queue.append(ticket)
+        admitted = False
         try:
-            if not await self._take(turns.semaphore):
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                turns.semaphore.release()
+            admitted = await self._turn(turns, ticket)
         finally:
-            turns.requests -= 1
-            if not turns.requests:
-                del self.users[user]
+            turns.queue.remove(ticket)
+            turns.running += admitted
+            self._changed()
+        if not admitted:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            turns.running -= 1
+            turns.ended_at = self.clock()
+            self._changed()
 
-    async def _take(self, semaphore: anyio.Semaphore) -> bool:
+    def _limit(self, turns: _Turns) -> int:
+        now = self.clock()
+        others = any(
+            other is not turns
+            and (other.running or other.queue or now - other.ended_at < self.recent)
+            for other in self.users.values()
+        )
+        return self.shared if others else self.limit
+
+    def _may_run(self, turns: _Turns, ticket: object) -> bool:
+        return turns.queue[0] is ticket and turns.running < self._limit(turns)
+
+    async def _turn(self, turns: _Turns, ticket: object) -> bool:
+        if self._may_run(turns, ticket):
+            return True
         if self.wait <= 0:
-            try:
-                semaphore.acquire_nowait()
-            except anyio.WouldBlock:
-                return False
-            return True
+            return False
         with anyio.move_on_after(self.wait):
-            await semaphore.acquire()
-            return True
+            while True:
+                woken = anyio.Event()
+                self._woken.add(woken)
+                try:
+                    await woken.wait()
+                finally:
+                    self._woken.discard(woken)
+                if self._may_run(turns, ticket):
+                    return True
         return False
+
+    def _changed(self) -> None:
+        """A place came free or a request left a queue: every waiting request looks again
+        (a few at most), and users with nothing left here are forgotten."""
+        for woken in self._woken:
+            woken.set()
+        now = self.clock()
+        for user in [
+            name
+            for name, turns in self.users.items()
+            if not turns.requests and now - turns.ended_at >= self.recent
+        ]:
+            del self.users[user]

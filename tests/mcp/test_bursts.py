@@ -22,6 +22,7 @@ import httpx2
 import pytest
 from django.db import connection, transaction
 
+from mcp_bridge.capacity import RECENT_SECONDS
 from memories.models import Memory
 from tests.conftest import is_postgres
 from tests.live_server import LiveServer, run_server
@@ -96,6 +97,9 @@ def places_taken(server: LiveServer, authorizations: list[str]) -> Iterator[list
     """Each authorization's `taproot_remember`, in progress (its write blocked) for the
     length of the block; then they complete. Yields their responses to come."""
     assert len(authorizations) == PLACES
+    # Alone on the worker, a user has all her places; another user's request of a moment
+    # ago would leave her one (mcp_bridge.capacity).
+    time.sleep(RECENT_SECONDS)
     with ThreadPoolExecutor(PLACES) as pool, memory_writes_blocked():
         held = [
             pool.submit(post, server, authorization, remember_call(f"Held write {n}"))

@@ -22,7 +22,7 @@ def test_a_claim_is_refused_past_the_budget_and_gives_back_what_it_held():
 
 
 def test_places_are_per_user_and_given_in_the_order_asked():
-    slots = UserSlots(limit=2, wait=5)
+    slots = UserSlots(limit=2, wait=5, shared=2, recent=0)
     order: list[str] = []
 
     async def request(user: str, name: str, hold: anyio.Event) -> None:
@@ -52,7 +52,7 @@ def test_places_are_per_user_and_given_in_the_order_asked():
 def test_a_request_that_gets_no_place_in_time_is_told_so_and_leaves_none_taken():
     async def main() -> None:
         for wait in (0, 0.1):
-            slots = UserSlots(limit=1, wait=wait)
+            slots = UserSlots(limit=1, wait=wait, recent=0)
             async with slots.hold("alice") as first:
                 assert first
                 async with slots.hold("alice") as second:
@@ -60,5 +60,67 @@ def test_a_request_that_gets_no_place_in_time_is_told_so_and_leaves_none_taken()
             async with slots.hold("alice") as again:
                 assert again
             assert slots.users == {}
+
+    anyio.run(main)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_while_another_user_has_work_each_runs_one_request_at_a_time():
+    clock = Clock()
+    slots = UserSlots(limit=4, wait=5, shared=1, recent=1.0, clock=clock)
+    running: list[str] = []
+
+    async def request(user: str, name: str, release: anyio.Event) -> None:
+        async with slots.hold(user) as admitted:
+            assert admitted
+            running.append(name)
+            await release.wait()
+            running.remove(name)
+
+    async def main() -> None:
+        first, second = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as group:
+            # Alone, Alice runs four at once; her fifth waits.
+            for n in range(5):
+                group.start_soon(request, "alice", f"alice-{n}", first if n < 4 else second)
+            await anyio.sleep(0.05)
+            assert running == ["alice-0", "alice-1", "alice-2", "alice-3"]
+            # Bob's one request runs at once, beside hers.
+            group.start_soon(request, "bob", "bob", first)
+            await anyio.sleep(0.05)
+            assert running[-1] == "bob"
+            first.set()
+            await anyio.sleep(0.05)
+            # Bob ended a moment ago: Alice's waiting request runs, one at a time.
+            assert running == ["alice-4"]
+            assert set(slots.users) == {"alice", "bob"}
+            group.start_soon(request, "alice", "alice-5", second)
+            await anyio.sleep(0.05)
+            assert running == ["alice-4"]
+            # Once Bob has been gone a while, Alice has her four places again.
+            clock.now += 1.5
+            second.set()
+            await anyio.sleep(0.05)
+            assert running == []
+        assert set(slots.users) == {"alice"}  # Bob forgotten
+        # Alone again, Alice runs four at once.
+        third = anyio.Event()
+        async with anyio.create_task_group() as group:
+            for n in range(4):
+                group.start_soon(request, "alice", f"again-{n}", third)
+            await anyio.sleep(0.05)
+            assert len(running) == 4
+            third.set()
+        clock.now += 1.5
+        async with slots.hold("carol"):
+            pass
+        assert set(slots.users) == {"carol"}
 
     anyio.run(main)
