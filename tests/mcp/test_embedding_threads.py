@@ -124,3 +124,20 @@ def test_a_memory_of_20000_emoji_is_embedded_from_its_first_characters(
     stored = from_bytes(MemoryVector.objects.get(owner=user).vector)
     assert expected is not None
     np.testing.assert_allclose(stored, expected, atol=1e-3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_minilm_embeds_on_those_threads_too(minilm, settings, user, embedding_threads):
+    token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)
+
+    replies = _post(
+        token,
+        tool_call("taproot_remember", NEW_MEMORY),
+        tool_call("taproot_recall", {"query": "a holiday in Portugal"}),
+    )
+
+    assert [reply["result"]["isError"] for reply in replies] == [False, False]
+    assert [what for what, _ in embedding_threads] == ["memory", "query"]
+    assert embedding_threads[0][1].startswith("taproot-embed-memory")
+    assert embedding_threads[1][1].startswith("taproot-embed-query")
+    assert MemoryVector.objects.get(owner=user).embedder == "minilm-l6-v2-int8"
