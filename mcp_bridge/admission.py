@@ -39,7 +39,13 @@ from django.db import DatabaseError
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from mcp_bridge import database, embedding
-from mcp_bridge.capacity import BufferBudget, BufferClaim, BufferFull, UserSlots
+from mcp_bridge.capacity import (
+    BufferBudget,
+    BufferClaim,
+    BufferFull,
+    UserSlots,
+    current_place,
+)
 from mcp_bridge.database import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
 from mcp_bridge.request_log import RequestRecord, current_record, logger
 
@@ -322,7 +328,11 @@ class McpAdmission:
                 message = too_many_requests(self.user_slots.wait)
                 await _send_json(send, 429, message, [RETRY_AFTER])
                 return
-            await self.mcp.app(scope, receive, send)
+            place = current_place.set((self.user_slots, user))
+            try:
+                await self.mcp.app(scope, receive, send)
+            finally:
+                current_place.reset(place)
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

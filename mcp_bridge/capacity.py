@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import anyio
@@ -72,6 +73,9 @@ SHARED_RUNNING = 1
 # How long after a user's last request ended they still count as having work here: a
 # person's Claude sends its calls one after the other, with a moment between them.
 RECENT_SECONDS = 1.0
+# The longest a request of a user with others waiting steps aside, between embedding its
+# text and its database work, for other users' requests running (UserSlots.step_aside).
+STEP_ASIDE_SECONDS = 0.25
 
 
 @dataclass
@@ -143,6 +147,23 @@ class UserSlots:
             turns.ended_at = self.clock()
             self._changed()
 
+    async def step_aside(self, user: str) -> None:
+        """Between the steps of a request: when its user has more requests waiting (a
+        burst or a flood), let other users' running requests finish first, for up to
+        STEP_ASIDE_SECONDS. Their calls then share the worker with one step of this one,
+        not all of it; a user without a backlog never waits here."""
+        turns = self.users.get(user)
+        if turns is None or not turns.queue:
+            return
+        with anyio.move_on_after(STEP_ASIDE_SECONDS):
+            while any(other is not turns and other.running for other in self.users.values()):
+                woken = anyio.Event()
+                self._woken.add(woken)
+                try:
+                    await woken.wait()
+                finally:
+                    self._woken.discard(woken)
+
     def _limit(self, turns: _Turns) -> int:
         now = self.clock()
         others = any(
@@ -184,3 +205,17 @@ class UserSlots:
             if not turns.requests and now - turns.ended_at >= self.recent
         ]:
             del self.users[user]
+
+
+# The worker's UserSlots and the user of the request being served, for its later steps.
+current_place: ContextVar[tuple[UserSlots, str] | None] = ContextVar(
+    "taproot_current_place", default=None
+)
+
+
+async def step_aside() -> None:
+    """UserSlots.step_aside for the request being served (nothing outside /mcp)."""
+    place = current_place.get()
+    if place is not None:
+        slots, user = place
+        await slots.step_aside(user)

@@ -14,6 +14,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 
 from mcp_bridge.auth import NotAuthenticated, token_user
+from mcp_bridge.capacity import step_aside
 from mcp_bridge.database import BUSY_MESSAGE, is_pool_timeout, run_sync
 from mcp_bridge.messages import say
 from memories.errors import DomainError, InvalidInput
@@ -85,8 +86,10 @@ async def run_tool(
         return service(owner=token_user(), **arguments)
 
     try:
+        await step_aside()
         if ahead is not None:
             arguments = {**arguments, **await ahead()}
+            await step_aside()
         # The request's one hop to a database thread after the token check.
         reply = await run_sync(call)
     except InvalidInput as refusal:

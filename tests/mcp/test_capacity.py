@@ -124,3 +124,65 @@ def test_while_another_user_has_work_each_runs_one_request_at_a_time():
         assert set(slots.users) == {"carol"}
 
     anyio.run(main)
+
+
+def test_a_user_with_requests_waiting_steps_aside_for_another_users_running_one():
+    slots = UserSlots(limit=1, wait=5, shared=1, recent=0)
+    events: list[str] = []
+
+    async def bob(release: anyio.Event) -> None:
+        async with slots.hold("bob"):
+            events.append("bob runs")
+            await release.wait()
+            events.append("bob ends")
+
+    async def alice(name: str, release: anyio.Event) -> None:
+        async with slots.hold("alice"):
+            await release.wait()
+            await slots.step_aside("alice")
+            events.append(f"{name} goes on")
+
+    async def main() -> None:
+        bobs, alices = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(alice, "alice-0", alices)
+            group.start_soon(alice, "alice-1", alices)  # waits: Alice has a backlog
+            await anyio.sleep(0.02)
+            group.start_soon(bob, bobs)
+            await anyio.sleep(0.02)
+            alices.set()  # alice-0 reaches the point between its steps
+            await anyio.sleep(0.05)
+            assert events == ["bob runs"]  # it waits for Bob's request
+            bobs.set()
+        # alice-1 had no backlog behind it: it went on without waiting.
+        assert events == ["bob runs", "bob ends", "alice-0 goes on", "alice-1 goes on"]
+
+    anyio.run(main)
+
+
+def test_stepping_aside_is_bounded_and_free_without_a_backlog(monkeypatch):
+    monkeypatch.setattr("mcp_bridge.capacity.STEP_ASIDE_SECONDS", 0.1)
+    slots = UserSlots(limit=2, wait=5, shared=2, recent=0)
+
+    async def main() -> None:
+        release = anyio.Event()
+
+        async def bob() -> None:
+            async with slots.hold("bob"):
+                await release.wait()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(bob)
+            await anyio.sleep(0.02)
+            async with slots.hold("alice"):
+                with anyio.fail_after(0.05):
+                    await slots.step_aside("alice")  # no backlog: at once
+                async with slots.hold("alice"):
+                    slots.users["alice"].queue.append(object())  # a third one waiting
+                    began = anyio.current_time()
+                    await slots.step_aside("alice")
+                    assert 0.1 <= anyio.current_time() - began < 1
+                    slots.users["alice"].queue.clear()
+            release.set()
+
+    anyio.run(main)
