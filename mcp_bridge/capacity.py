@@ -156,13 +156,9 @@ class UserSlots:
         if turns is None or not turns.queue:
             return
         with anyio.move_on_after(STEP_ASIDE_SECONDS):
-            while any(other is not turns and other.running for other in self.users.values()):
-                woken = anyio.Event()
-                self._woken.add(woken)
-                try:
-                    await woken.wait()
-                finally:
-                    self._woken.discard(woken)
+            await self._until(
+                lambda: not any(o is not turns and o.running for o in self.users.values())
+            )
 
     def _limit(self, turns: _Turns) -> int:
         now = self.clock()
@@ -182,16 +178,20 @@ class UserSlots:
         if self.wait <= 0:
             return False
         with anyio.move_on_after(self.wait):
-            while True:
-                woken = anyio.Event()
-                self._woken.add(woken)
-                try:
-                    await woken.wait()
-                finally:
-                    self._woken.discard(woken)
-                if self._may_run(turns, ticket):
-                    return True
+            await self._until(lambda: self._may_run(turns, ticket))
+            return True
         return False
+
+    async def _until(self, ready: Callable[[], bool]) -> None:
+        """Wait until `ready()`, asking again each time a place comes free or a request
+        leaves a queue (the caller bounds the wait)."""
+        while not ready():
+            woken = anyio.Event()
+            self._woken.add(woken)
+            try:
+                await woken.wait()
+            finally:
+                self._woken.discard(woken)
 
     def _changed(self) -> None:
         """A place came free or a request left a queue: every waiting request looks again

@@ -15,7 +15,7 @@ from django.db import IntegrityError, OperationalError, connection
 from psycopg.errors import DeadlockDetected, SerializationFailure
 
 from memories import indexing
-from memories.indexing import rebuild, reindex
+from memories.indexing import ENTRY_FIELDS, rebuild, reindex
 from memories.models import Memory, MemoryTag, MemoryToken, MemoryVector, RecallEntry, RecallIndex
 from memories.services import MemoryDraft, RecallFilters, archive, recall, remember, unarchive
 from tests.conftest import NOW, is_postgres
@@ -53,15 +53,7 @@ def index_state(owner) -> dict[str, Any]:
     """Everything the rebuild writes, as plain values (no row ids, no versions)."""
     return {
         "entries": set(
-            RecallEntry.objects.filter(owner=owner).values_list(
-                "memory_id",
-                "category",
-                "salience",
-                "retrieval_count",
-                "last_retrieved_us",
-                "created_us",
-                "updated_us",
-            )
+            RecallEntry.objects.filter(owner=owner).values_list("memory_id", *ENTRY_FIELDS)
         ),
         "tokens": set(
             MemoryToken.objects.filter(owner=owner).values_list(
