@@ -1,5 +1,6 @@
 """What one worker lets /mcp requests hold while they are not running: the bytes of their
-bodies (BufferBudget) and a place among those their user may have in progress (UserSlots).
+bodies (BufferBudget) and a place among those their user may have in progress (UserSlots),
+which also shares the worker evenly between users who have work on it at once.
 
 Both live in the process and are used from its one event loop only (mcp_bridge.admission),
 so they need no lock; with several workers, each has its own.
@@ -67,14 +68,16 @@ class BufferClaim:
 # time, so a user's parallel calls barely finish sooner than one after the other, and
 # each one running takes another share of that core from everyone else. Measured with
 # one user sending remembers of 20,000 emoji five at a time, another user's recall took
-# 2.4-3 times as long as alone with the first user's calls all running, 2.3 times with
-# two of them, about 2 with one (docs/benchmarks.md, "One user never slows another").
+# 2.5-3 times as long as alone with the first user's calls all running, about 2 times
+# with one, and 1.7-1.8 times once that one also stepped aside (docs/benchmarks.md, "One
+# user never slows another").
 SHARED_RUNNING = 1
 # How long after a user's last request ended they still count as having work here: a
 # person's Claude sends its calls one after the other, with a moment between them.
 RECENT_SECONDS = 1.0
-# The longest a request of a user with others waiting steps aside, between embedding its
-# text and its database work, for other users' requests running (UserSlots.step_aside).
+# The longest a request of a user with others waiting steps aside, before each of its
+# steps (embedding its text, its database work), for other users' running requests
+# (UserSlots.step_aside).
 STEP_ASIDE_SECONDS = 0.25
 
 
