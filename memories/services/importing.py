@@ -410,8 +410,12 @@ def _import(reader: Source, plan: _Plan, options: _Options) -> Imported:
     ahead = _embed_ahead(reader, plan, options)
     with transaction.atomic():
         # One import per account at a time: a second one waits here, then finds the
-        # first one's records present and skips them.
-        get_user_model().objects.select_for_update().filter(pk=options.owner_id).exists()
+        # first one's records present and skips them. FOR NO KEY UPDATE, which keeps other
+        # imports out but not the account's other writes: each row they insert takes a
+        # key-share lock on the account's row, which FOR UPDATE would make wait for the
+        # whole import, and deadlock when the import then wanted a memory they hold.
+        accounts = get_user_model().objects.select_for_update(no_key=True)
+        accounts.filter(pk=options.owner_id).exists()
         snapshot_id = take_snapshot(
             owner_id=options.owner_id, reason="before-import", now=options.now
         ).pk

@@ -195,3 +195,77 @@ def test_two_imports_of_one_file_into_two_accounts_at_once_both_succeed(user, ot
     assert len({line.split(", normalised")[1] for line in summaries}) == 1
     assert Memory.objects.filter(owner=user).count() == 7
     assert Memory.objects.filter(owner=other_user).count() == 7
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_import_in_progress_does_not_hold_up_the_accounts_other_writes(user):
+    """An import keeps other imports into the account out, nothing else: Claude's remember
+    meanwhile is written at once, not after the whole import (nor deadlocked against it,
+    which a lock on the account that other writes must wait for made possible)."""
+    if not is_postgres():
+        pytest.skip(
+            "needs PostgreSQL (DATABASE_URL=postgres://…): SQLite runs one writer at a time"
+        )
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.db import transaction
+
+    from tests.memories.test_import import FIXTURE
+
+    locked, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold_snapshot_table() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("LOCK TABLE memories_snapshot IN EXCLUSIVE MODE")
+                locked.set()
+                release.wait(timeout=60)
+        finally:
+            connection.close()
+
+    def run_import() -> None:
+        try:
+            call_command("import_taproot", str(FIXTURE), "--user", "alice", stdout=StringIO())
+        except BaseException as error:  # reported below, in the main thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_snapshot_table)
+    holder.start()
+    assert locked.wait(timeout=30)
+    importer = threading.Thread(target=run_import)
+    importer.start()
+    remembered = threading.Event()
+
+    def remember_meanwhile() -> None:
+        try:
+            remember(owner=user, category="episodic", content="Meanwhile.", gist="Meanwhile")
+            remembered.set()
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    try:
+        # The import holds its account's lock and waits for the snapshot table.
+        for _ in range(300):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                if cursor.fetchone()[0] == 1:
+                    break
+            time.sleep(0.05)
+        writer = threading.Thread(target=remember_meanwhile)
+        writer.start()
+        done_meanwhile = remembered.wait(timeout=10)
+    finally:
+        release.set()
+        holder.join(timeout=60)
+        importer.join(timeout=60)
+        writer.join(timeout=60)
+    assert errors == []
+    assert done_meanwhile, "the remember waited for the import to finish"
+    assert Memory.objects.filter(owner=user).count() == 7 + 1
