@@ -30,7 +30,7 @@ from collections.abc import (
     Mapping,
     MutableMapping,
 )
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -268,9 +268,7 @@ class McpAdmission:
                     await self.mcp.app(scope, replaying(body, receive), send)
                     return
                 record.user_id = str(access.user.pk)
-                await self.serve_in_turn(
-                    record.user_id, scope, replaying(body, receive), send, record, claim
-                )
+                await self.serve_in_turn(record.user_id, scope, body, receive, send, record, claim)
         finally:
             claim.release()
 
@@ -308,31 +306,48 @@ class McpAdmission:
         self,
         user: str,
         scope: Scope,
+        body: bytes,
         receive: Receive,
         send: Send,
         record: RequestRecord,
         claim: BufferClaim,
     ) -> None:
         """The request, once one of its user's places is free (429 when none came free
-        within TAPROOT_MCP_QUEUE_TIMEOUT).
+        within TAPROOT_MCP_QUEUE_TIMEOUT; nothing when its client left while it waited).
 
         The token was looked up on a database thread that has given its connection back;
         a tool call makes the request's second and last trip there. Nothing else in the
         request touches the database.
         """
-        async with self.user_slots.hold(user) as admitted:
+        gone = anyio.Event()
+        async with AsyncExitStack() as place:
+            async with anyio.create_task_group() as watching:
+                # The whole body is in: the next message can only say the client left.
+                watching.start_soon(_note_disconnect, receive, gone, self.user_slots)
+                admitted = await place.enter_async_context(self.user_slots.hold(user, gone))
+                watching.cancel_scope.cancel()
             # Running (or refused) now: its body no longer waits on this process.
             claim.release()
+            if gone.is_set():
+                record.status = CLIENT_CLOSED_REQUEST
+                record.outcome = "client_gone"
+                return
             if not admitted:
                 record.outcome = "too_many_requests"
                 message = too_many_requests(self.user_slots.wait)
                 await _send_json(send, 429, message, [RETRY_AFTER])
                 return
-            place = current_place.set((self.user_slots, user))
+            current = current_place.set((self.user_slots, user))
             try:
-                await self.mcp.app(scope, receive, send)
+                await self.mcp.app(scope, replaying(body, receive), send)
             finally:
-                current_place.reset(place)
+                current_place.reset(current)
+
+
+async def _note_disconnect(receive: Receive, gone: anyio.Event, slots: UserSlots) -> None:
+    if (await receive())["type"] == "http.disconnect":
+        gone.set()
+        slots.wake()
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

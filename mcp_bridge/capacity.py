@@ -125,9 +125,10 @@ class UserSlots:
         self._woken: set[anyio.Event] = set()
 
     @asynccontextmanager
-    async def hold(self, user: str) -> AsyncIterator[bool]:
+    async def hold(self, user: str, gone: anyio.Event | None = None) -> AsyncIterator[bool]:
         """Takes one of the user's places for the duration of the block, waiting for one
-        to come free if need be; yields False (and takes none) when none did in time."""
+        to come free if need be; yields False (and takes none) when none did in time, or
+        when `gone` is set meanwhile (the client left: call `wake` after setting it)."""
         turns = self.users.get(user)
         if turns is None:
             turns = self.users[user] = _Turns()
@@ -135,7 +136,7 @@ class UserSlots:
         turns.queue.append(ticket)
         admitted = False
         try:
-            admitted = await self._turn(turns, ticket)
+            admitted = await self._turn(turns, ticket, gone)
         finally:
             turns.queue.remove(ticket)
             turns.running += admitted
@@ -175,14 +176,15 @@ class UserSlots:
     def _may_run(self, turns: _Turns, ticket: object) -> bool:
         return turns.queue[0] is ticket and turns.running < self._limit(turns)
 
-    async def _turn(self, turns: _Turns, ticket: object) -> bool:
+    async def _turn(self, turns: _Turns, ticket: object, gone: anyio.Event | None) -> bool:
         if self._may_run(turns, ticket):
             return True
         if self.wait <= 0:
             return False
+        left = gone.is_set if gone is not None else lambda: False
         with anyio.move_on_after(self.wait):
-            await self._until(lambda: self._may_run(turns, ticket))
-            return True
+            await self._until(lambda: left() or self._may_run(turns, ticket))
+            return not left()
         return False
 
     async def _until(self, ready: Callable[[], bool]) -> None:
@@ -196,11 +198,15 @@ class UserSlots:
             finally:
                 self._woken.discard(woken)
 
-    def _changed(self) -> None:
-        """A place came free or a request left a queue: every waiting request looks again
-        (a few at most), and users with nothing left here are forgotten."""
+    def wake(self) -> None:
+        """Every waiting request looks again (a few at most)."""
         for woken in self._woken:
             woken.set()
+
+    def _changed(self) -> None:
+        """A place came free or a request left a queue: every waiting request looks again,
+        and users with nothing left here are forgotten."""
+        self.wake()
         now = self.clock()
         for user in [
             name

@@ -237,3 +237,24 @@ def test_a_request_waiting_for_a_place_gets_it_when_one_comes_free(narrow, user)
     assert response.status_code == 200, response.text
     assert not response.json()["result"]["isError"], response.text
     assert Memory.objects.filter(owner=user, gist="Queued").exists()
+
+
+def test_a_request_whose_client_left_while_it_waited_never_runs(narrow, user):
+    """A client that gives up on a queued call (a timeout, a closed conversation) has its
+    request dropped from the queue: the remember it sent is not written later, when a
+    place comes free."""
+    token = make_access_token(user, resource=f"{narrow.url}/mcp")
+    start = narrow.log_position()
+    with places_taken(narrow, [f"Bearer {token}"] * PLACES):
+        headers = {**ACCEPT, "Authorization": f"Bearer {token}"}
+        with pytest.raises(httpx2.TimeoutException):
+            # Waits for a place, then the client gives up and closes the connection.
+            httpx2.post(
+                f"{narrow.url}/mcp", json=remember_call("Abandoned"), headers=headers, timeout=1
+            )
+        assert eventually(lambda: "outcome=client_gone" in narrow.log(since=start), timeout=10)
+    # The held writes finished; the abandoned call had left the queue by then.
+    assert not Memory.objects.filter(owner=user, gist="Abandoned").exists()
+    log = narrow.log(since=start)
+    assert re.search(rf"POST - user={user.pk} status=499 outcome=client_gone", log), log
+    assert "Traceback" not in log
