@@ -2,6 +2,8 @@
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db import connection
@@ -94,10 +96,14 @@ def test_simultaneous_writes_and_recalls_all_succeed(user, make_memory):
     assert found["count"] == WORKERS + 1
 
 
-def _import_twice_at_once(usernames: tuple[str, str]) -> tuple[list[str], list[BaseException]]:
-    """Run two `import_taproot` of the original backup at once on PostgreSQL, both past
-    their reads before either writes: a third connection holds the snapshot table (which
-    import writes first) until both are waiting, then lets them go."""
+@contextmanager
+def _imports_waiting(
+    usernames: tuple[str, ...],
+) -> Iterator[tuple[list[str], list[BaseException]]]:
+    """Start one `import_taproot` of the original backup per username on PostgreSQL and
+    hold each past its reads: a third connection holds the snapshot table (which import
+    writes first) until the block ends. Yields their outputs and errors, complete once
+    the block has ended."""
     from io import StringIO
 
     from django.core.management import call_command
@@ -140,15 +146,22 @@ def _import_twice_at_once(usernames: tuple[str, str]) -> tuple[list[str], list[B
             with connection.cursor() as cursor:
                 cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
                 waiting = cursor.fetchone()[0]
-            if waiting == 2:
+            if waiting == len(usernames):
                 break
             time.sleep(0.05)
-        assert waiting == 2, "both imports should be waiting"
+        assert waiting == len(usernames), "every import should be waiting"
+        yield outputs, errors
     finally:
         release.set()
         holder.join(timeout=60)
         for thread in importers:
             thread.join(timeout=60)
+
+
+def _import_twice_at_once(usernames: tuple[str, str]) -> tuple[list[str], list[BaseException]]:
+    """Two imports at once, both past their reads before either writes."""
+    with _imports_waiting(usernames) as (outputs, errors):
+        pass
     return outputs, errors
 
 
@@ -207,65 +220,25 @@ def test_an_import_in_progress_does_not_hold_up_the_accounts_other_writes(user):
         pytest.skip(
             "needs PostgreSQL (DATABASE_URL=postgres://…): SQLite runs one writer at a time"
         )
-    from io import StringIO
-
-    from django.core.management import call_command
-    from django.db import transaction
-
-    from tests.memories.test_import import FIXTURE
-
-    locked, release = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def hold_snapshot_table() -> None:
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("LOCK TABLE memories_snapshot IN EXCLUSIVE MODE")
-                locked.set()
-                release.wait(timeout=60)
-        finally:
-            connection.close()
-
-    def run_import() -> None:
-        try:
-            call_command("import_taproot", str(FIXTURE), "--user", "alice", stdout=StringIO())
-        except BaseException as error:  # reported below, in the main thread
-            errors.append(error)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_snapshot_table)
-    holder.start()
-    assert locked.wait(timeout=30)
-    importer = threading.Thread(target=run_import)
-    importer.start()
     remembered = threading.Event()
+    errors: list[BaseException] = []
 
     def remember_meanwhile() -> None:
         try:
             remember(owner=user, category="episodic", content="Meanwhile.", gist="Meanwhile")
             remembered.set()
-        except BaseException as error:
+        except BaseException as error:  # reported below, in the main thread
             errors.append(error)
         finally:
             connection.close()
 
-    try:
-        # The import holds its account's lock and waits for the snapshot table.
-        for _ in range(300):
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
-                if cursor.fetchone()[0] == 1:
-                    break
-            time.sleep(0.05)
+    # The import holds its account's lock and waits for the snapshot table.
+    with _imports_waiting(("alice",)) as (_, import_errors):
         writer = threading.Thread(target=remember_meanwhile)
         writer.start()
         done_meanwhile = remembered.wait(timeout=10)
-    finally:
-        release.set()
-        holder.join(timeout=60)
-        importer.join(timeout=60)
-        writer.join(timeout=60)
+    writer.join(timeout=60)
+    errors += import_errors
     assert errors == []
     assert done_meanwhile, "the remember waited for the import to finish"
     assert Memory.objects.filter(owner=user).count() == 7 + 1
