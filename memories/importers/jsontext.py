@@ -53,7 +53,9 @@ def events(data: bytes) -> Iterator[tuple[str, Any]]:
 
 def parse_problem(error: Exception) -> str:
     """What a parser's complaint means, in words for the person who sent the file."""
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    text = str(error).splitlines()[0] if str(error).strip() else ""
+    if not text:
+        return "text that is not JSON"
     if "integer overflow" in text or "integer string conversion" in text:
         return "a whole number too large to store (more than 19 digits)"
     if "floating point" in text or "overflow" in text:

@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 
 from memories import limits
 from memories.errors import InvalidInput
+from memories.importers.jsontext import parse_problem
 from memories.models import Closing, Memory
 from memories.services import export_store, import_store
 from tests.conftest import NOW
@@ -255,3 +256,13 @@ def test_the_command_takes_over_limits_records_with_the_flag(user, other_user, o
 
     assert "Imported 1 memory" in out.getvalue()
     assert Closing.objects.count() == 0
+
+
+def test_a_parsers_complaint_is_told_in_words_never_as_its_class():
+    assert parse_problem(ValueError("parse error: trailing garbage\n  {}x\n")) == (
+        "text that is not JSON (trailing garbage)"
+    )
+    assert parse_problem(ValueError("integer overflow")) == (
+        "a whole number too large to store (more than 19 digits)"
+    )
+    assert parse_problem(ValueError("")) == "text that is not JSON"
