@@ -40,6 +40,7 @@ MSG
 # constraints.txt (the exact versions; scripts/refresh-constraints rewrites it) changes.
 ensure_venv() {
     local extras="${1:-}" python stamp hash want installed
+    use_project_hooks
     if [ ! -x "$VENV/bin/python" ] || ! _python_ok "$VENV/bin/python"; then
         python="$(find_python)" || return 1
         echo "Creating virtual environment in $VENV with $("$python" --version)" >&2
@@ -69,5 +70,14 @@ ensure_venv() {
             "$VENV/bin/python" -m pip install --quiet -c "$TAPROOT_ROOT/constraints.txt" \
             -e "$TAPROOT_ROOT${extras:+[$extras]}" >&2 || return 1
         echo "$want" > "$stamp"
+    fi
+}
+
+# Git runs the project's hooks (.githooks/: the commit subject's length) in a checkout
+# whose hooks folder nobody chose. Silent, and a no-op outside a git checkout.
+use_project_hooks() {
+    if git -C "$TAPROOT_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1 \
+        && [ -z "$(git -C "$TAPROOT_ROOT" config --get core.hooksPath 2>/dev/null)" ]; then
+        git -C "$TAPROOT_ROOT" config core.hooksPath .githooks || true
     fi
 }
