@@ -9,12 +9,14 @@ Django's escaping (format_html, never mark_safe on model text).
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -324,20 +326,6 @@ class MemoryAdmin(OwnScopedAdmin[Memory]):
         # Memories come in through the tools and import_taproot.
         return False
 
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        # Django runs this view in one transaction. A save here is one service call, which
-        # opens its own, outermost transaction (durable) after embedding a new gist:
-        # inside the admin's, embedding would hold SQLite's write lock, and the durable
-        # transaction refuses to nest. Nothing else this view does writes.
-        view = self._changeform_view  # type: ignore[attr-defined]
-        return cast(HttpResponse, view(request, object_id, form_url, extra_context))
-
     def save_model(
         self, request: HttpRequest, obj: Memory, form: forms.ModelForm[Memory], change: bool
     ) -> None:
@@ -345,7 +333,8 @@ class MemoryAdmin(OwnScopedAdmin[Memory]):
         changed = set(form.changed_data)
         if not changed & {"gist", "salience", "core"}:
             return
-        services.edit(
+        edit = partial(
+            services.edit,
             owner=obj.owner,
             memory_id=obj.pk,
             gist=data["gist"] if "gist" in changed else None,
@@ -353,6 +342,11 @@ class MemoryAdmin(OwnScopedAdmin[Memory]):
             core=data["core"] if "core" in changed else None,
             source=ChangeSource.ADMIN,
         )
+        # Django's change view saves inside a transaction of its own. The service opens its
+        # own, outermost one (durable) after embedding a new gist: inside Django's, the
+        # embedding would hold SQLite's only write lock. So the edit runs once the view's
+        # transaction has closed: still in this request, before the redirect is sent.
+        transaction.on_commit(partial(_apply_edit, request, edit))
 
     def delete_model(self, request: HttpRequest, obj: Memory) -> None:
         services.delete(owner=obj.owner, memory_id=obj.pk)
@@ -360,6 +354,13 @@ class MemoryAdmin(OwnScopedAdmin[Memory]):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
         for memory in queryset.select_related("owner").only("pk", "owner"):
             services.delete(owner=memory.owner, memory_id=memory.pk)
+
+
+def _apply_edit(request: HttpRequest, edit: Callable[[], object]) -> None:
+    try:
+        edit()
+    except DomainError as error:
+        messages.error(request, f"The change was not saved: {error}")
 
 
 @admin.register(Revision)
