@@ -1,16 +1,20 @@
 """What a /mcp request gets through before it may touch the database.
 
 uvicorn hands the application a request as soon as its headers are in and has no limit
-on how long the body may take. A request that borrowed a database connection first (the
-bearer-token lookup does) and then waited for a body sent a few bytes at a time would
-hold that connection all along, and a handful of such requests would leave every other
-user waiting for one. So each /mcp request, in order:
+on how long the body may take. A request that held a database connection or memory of
+the process while it waited for a body sent a few bytes at a time, or never sent, would
+leave every other user waiting, and anyone on the internet can open such requests. So
+each /mcp request, in order:
 
 1. without a bearer token of the right shape in its Authorization header, is answered
    401 at once, its body unread (the SDK's challenge: how a client finds the sign-in);
-2. arrives whole within a deadline, its bytes counted against what the process may hold
-   for requests that are not running yet (503 past it);
-3. has its token looked up: one query, on a database thread, connection given back;
+   a body declared larger than the SDK accepts is answered 413, unread;
+2. has its token looked up from the header, before a byte of the body is read: one
+   query, on a database thread, connection given back; an unknown, expired or revoked
+   token is answered 401 (the same challenge), unread, holding nothing;
+3. arrives whole within a deadline, its bytes counted as they arrive against what the
+   process, and what its user, may hold for requests that are not running yet (503
+   past either);
 4. waits, holding no database connection, for one of the places its user may have in
    progress at once (all of the user's tokens together), up to a bound (then 429);
 5. only then reaches the MCP SDK's app and the tool.
@@ -40,6 +44,7 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from mcp_bridge import database, embedding
 from mcp_bridge.capacity import (
+    USERS_SHARING_BUFFER,
     BufferBudget,
     BufferClaim,
     BufferFull,
@@ -139,6 +144,11 @@ async def read_body(
                 return bytes(body)
 
 
+def _closing(scope: Scope) -> list[tuple[bytes, bytes]]:
+    """Connection: close for an answer sent before a body that is on its way."""
+    return [CLOSE] if has_body(scope) else []
+
+
 def replaying(body: bytes, receive: Receive) -> Receive:
     """A receive channel that hands over `body` whole, then waits on the real one
     (which reports the client's disconnect)."""
@@ -168,7 +178,10 @@ class McpAdmission:
         self.path = MCP_PATH
         self.mcp = build_endpoint()
         self.body_timeout = settings.TAPROOT_MCP_BODY_TIMEOUT
-        self.buffered = BufferBudget(settings.TAPROOT_MCP_BUFFER_MB * 1024 * 1024)
+        buffered = settings.TAPROOT_MCP_BUFFER_MB * 1024 * 1024
+        self.buffered = BufferBudget(
+            buffered, per_user=max(buffered // USERS_SHARING_BUFFER, DEFAULT_MAX_REQUEST_BODY_SIZE)
+        )
         self.user_slots = UserSlots(
             settings.TAPROOT_MCP_REQUESTS_PER_USER, settings.TAPROOT_MCP_QUEUE_TIMEOUT
         )
@@ -248,26 +261,30 @@ class McpAdmission:
         headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"authorization"]
         headers.append((b"authorization", b"Bearer " + bearer.encode("ascii")))
         scope = {**scope, "headers": headers}
-        claim = self.buffered.claim()
+        size = declared_length(scope)
+        if size is not None and size > DEFAULT_MAX_REQUEST_BODY_SIZE:
+            await _send(send, 413, BODY_TOO_LARGE, b"text/plain; charset=utf-8", [CLOSE])
+            return
+        try:
+            access = await self.auth.check_token(bearer)
+        except DatabaseError as error:
+            if not is_pool_timeout(error):
+                raise
+            record.outcome = "database_busy"
+            await _send_json(send, 503, DATABASE_BUSY, [RETRY_AFTER, *_closing(scope)])
+            return
+        if access is None:
+            # The SDK's own 401 challenge (SPEC §9), before a byte of the body is read:
+            # a made-up token holds nothing here.
+            await self.challenge(scope, receive, send)
+            return
+        record.user_id = str(access.user.pk)
+        claim = self.buffered.claim(record.user_id)
         try:
             body = await self.whole_body(scope, receive, send, record, claim)
             if body is None:
                 return
-            try:
-                access = await self.auth.check_token(bearer)
-            except DatabaseError as error:
-                if not is_pool_timeout(error):
-                    raise
-                record.outcome = "database_busy"
-                await _send_json(send, 503, DATABASE_BUSY, [RETRY_AFTER])
-                return
             with self.auth.checked_token(bearer, access):
-                if access is None:
-                    # The SDK's own 401 challenge (SPEC §9).
-                    claim.release()
-                    await self.mcp.app(scope, replaying(body, receive), send)
-                    return
-                record.user_id = str(access.user.pk)
                 await self.serve_in_turn(record.user_id, scope, body, receive, send, record, claim)
         finally:
             claim.release()
@@ -276,11 +293,7 @@ class McpAdmission:
         self, scope: Scope, receive: Receive, send: Send, record: RequestRecord, claim: BufferClaim
     ) -> bytes | None:
         """The request body, or None once the request is answered (or its client gone)."""
-        size = declared_length(scope)
         try:
-            if size is not None and size > DEFAULT_MAX_REQUEST_BODY_SIZE:
-                raise BodyTooLarge
-            claim.grow_to(size or 0)
             return await read_body(
                 receive, timeout=self.body_timeout, limit=DEFAULT_MAX_REQUEST_BODY_SIZE, claim=claim
             )

@@ -1,6 +1,7 @@
 """What one worker lets /mcp requests hold while they are not running: the bytes of their
-bodies (BufferBudget) and a place among those their user may have in progress (UserSlots),
-which also shares the worker evenly between users who have work on it at once.
+bodies, per user and in all (BufferBudget), and a place among those their user may have
+in progress (UserSlots), which also shares the worker evenly between users who have work
+on it at once.
 
 Both live in the process and are used from its one event loop only (mcp_bridge.admission),
 so they need no lock; with several workers, each has its own.
@@ -21,23 +22,31 @@ class BufferFull(Exception):
     """Holding the request body would pass what the process may hold (BufferBudget)."""
 
 
+# How many users' bodies at their largest the process's budget holds at once: each user
+# may hold this share of it (at least one body of the largest size), so that one user's
+# bodies, however many and however slow, leave the rest to everyone else.
+USERS_SHARING_BUFFER = 4
+
+
 class BufferBudget:
     """The bytes this process holds for /mcp requests that are not running yet: bodies
-    arriving, bodies whose token is being checked, bodies waiting for their user's turn.
+    arriving and bodies waiting for their user's turn, per user and in all.
 
-    Before authentication anyone can send a body, and each may be up to the SDK's limit
-    (4 MiB): without a bound, a few hundred slow senders would take the process's memory.
-    A request claims its declared Content-Length before a byte of it is read (a chunked
-    one, its bytes as they arrive); a claim that would pass the limit is refused, and the
-    request answered 503.
+    Only a request whose token is known to be valid holds anything here (the token is
+    looked up before its body is read), and it holds the bytes that arrived, not those
+    it declared: a socket that declares 4 MiB and sends nothing holds nothing. Each user
+    may hold `per_user` bytes and all of them together `limit`: a claim that would pass
+    either is refused, and the request answered 503.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, per_user: int | None = None) -> None:
         self.limit = limit
+        self.per_user = limit if per_user is None else min(per_user, limit)
         self.held = 0
+        self.held_by: dict[str, int] = {}
 
-    def claim(self) -> "BufferClaim":
-        return BufferClaim(self)
+    def claim(self, user: str) -> "BufferClaim":
+        return BufferClaim(self, user)
 
 
 @dataclass
@@ -45,21 +54,33 @@ class BufferClaim:
     """One request's share of the BufferBudget."""
 
     budget: BufferBudget
+    user: str
     size: int = 0
 
     def grow_to(self, size: int) -> None:
-        """Hold `size` bytes in all; raises BufferFull (holding no more) when the budget
-        cannot spare them."""
+        """Hold `size` bytes in all; raises BufferFull (holding no more) when the budget,
+        or the user's share of it, cannot spare them."""
         more = size - self.size
         if more <= 0:
             return
-        if self.budget.held + more > self.budget.limit:
+        budget = self.budget
+        users = budget.held_by.get(self.user, 0)
+        if budget.held + more > budget.limit or users + more > budget.per_user:
             raise BufferFull
-        self.budget.held += more
+        budget.held += more
+        budget.held_by[self.user] = users + more
         self.size = size
 
     def release(self) -> None:
-        self.budget.held -= self.size
+        if not self.size:
+            return
+        budget = self.budget
+        budget.held -= self.size
+        left = budget.held_by[self.user] - self.size
+        if left:
+            budget.held_by[self.user] = left
+        else:
+            del budget.held_by[self.user]
         self.size = 0
 
 

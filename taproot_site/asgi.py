@@ -5,7 +5,8 @@ A small dispatcher sits on top of Django. It answers the lifespan protocol itsel
 embedder that cannot load or on vectors another embedder made, and keeps
 the MCP endpoint serving for the life of the process; it sends `/mcp` to that endpoint
 (mcp_bridge.admission, which admits each request before the MCP SDK sees it) and
-everything else to Django.
+everything else to Django through the edge's gate (taproot_site.edge, which bounds what a
+request may send before Django reads it).
 """
 
 import os
@@ -41,9 +42,13 @@ class TaprootASGI:
     def __init__(self) -> None:
         self.django_app = get_asgi_application()
         # Imported after Django is set up: the MCP bridge uses models and settings.
+        from django.urls import reverse
+
         from mcp_bridge.admission import McpAdmission
+        from taproot_site.edge import BodyGate
 
         self.mcp = McpAdmission()
+        self.edge = BodyGate(self.django_app, import_path=reverse("dashboard:import"))
         self._lifespan_stack = AsyncExitStack()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -53,7 +58,7 @@ class TaprootASGI:
         if scope["type"] == "http" and scope["path"] == self.mcp.path:
             await self.mcp(scope, receive, send)
             return
-        await self.django_app(scope, receive, send)
+        await self.edge(scope, receive, send)
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         while True:

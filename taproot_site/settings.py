@@ -89,6 +89,13 @@ if "TAPROOT_MCP_REQUESTS_PER_TOKEN" in os.environ:
         "TAPROOT_MCP_REQUESTS_PER_TOKEN is no longer read: the limit now counts all of a "
         "user's tokens together. Rename it TAPROOT_MCP_REQUESTS_PER_USER (default 8)."
     )
+# Every other request at the edge (taproot_site.edge), before Django reads it: KiB a body
+# may have (past it, 413, unread) and seconds it has to arrive (then 408). A POST to the
+# dashboard's Import page from a signed-in account may send TAPROOT_IMPORT_MAX_MB within
+# TAPROOT_IMPORT_BODY_TIMEOUT seconds instead, one at a time per account.
+TAPROOT_MAX_BODY_KB = env_int("TAPROOT_MAX_BODY_KB", 1024, minimum=64)
+TAPROOT_BODY_TIMEOUT = env_int("TAPROOT_BODY_TIMEOUT", 10, minimum=1)
+TAPROOT_IMPORT_BODY_TIMEOUT = env_int("TAPROOT_IMPORT_BODY_TIMEOUT", 300, minimum=1)
 CATALOG_WINDOW_DAYS = env_int("CATALOG_WINDOW_DAYS", 45, minimum=0)
 # The reflect payload never passes this many tokens; below 2,000 its fixed parts (the notes,
 # the counts) might not fit.

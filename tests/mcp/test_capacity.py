@@ -9,7 +9,7 @@ from mcp_bridge.capacity import BufferBudget, BufferFull, UserSlots
 
 def test_a_claim_is_refused_past_the_budget_and_gives_back_what_it_held():
     budget = BufferBudget(100)
-    first, second = budget.claim(), budget.claim()
+    first, second = budget.claim("alice"), budget.claim("bob")
     first.grow_to(60)
     first.grow_to(40)  # a claim never shrinks while it lives
     with pytest.raises(BufferFull):
@@ -19,6 +19,23 @@ def test_a_claim_is_refused_past_the_budget_and_gives_back_what_it_held():
     first.release()
     first.release()  # once is enough: releasing again gives back nothing more
     assert budget.held == 40
+
+
+def test_each_user_holds_at_most_their_share_and_the_rest_stays_for_others():
+    budget = BufferBudget(100, per_user=30)
+    alice = [budget.claim("alice") for _ in range(3)]
+    alice[0].grow_to(20)
+    alice[1].grow_to(10)
+    with pytest.raises(BufferFull):
+        alice[2].grow_to(1)  # Alice's requests together hold her 30
+    bob = budget.claim("bob")
+    bob.grow_to(30)
+    assert (budget.held, budget.held_by) == (60, {"alice": 30, "bob": 30})
+    alice[0].release()
+    alice[2].grow_to(20)
+    alice[1].release()
+    alice[2].release()
+    assert budget.held_by == {"bob": 30}
 
 
 def test_places_are_per_user_and_given_in_the_order_asked():

@@ -29,7 +29,7 @@ from tests.conftest import is_postgres
 from tests.live_server import LiveServer, run_server
 from tests.mcp.client import McpCaller, mcp_client
 from tests.mcp.test_auth import INITIALIZE
-from tests.mcp.test_endpoint import connection_states, post, settle
+from tests.mcp.test_endpoint import ACCEPT, connection_states, post, settle
 from tests.mcp.tokens import make_access_token
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
@@ -45,6 +45,12 @@ GUARDED = {
     "TAPROOT_DB_POOL_TIMEOUT": "1",
 }
 LOG_LINE = r"\S+ \S+ INFO taproot\.mcp "
+RECALL = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {"name": "taproot_recall", "arguments": {"query": "tide table"}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +70,11 @@ def mcp_token(server: LiveServer, user: Any) -> str:
 
 def request_head(server: LiveServer, token: str) -> bytes:
     return raw_head(server, f"Bearer {token}".encode(), length=len(BODY))
+
+
+def call(server: LiveServer, token: str, body: dict[str, Any]) -> httpx2.Response:
+    headers = {**ACCEPT, "Authorization": f"Bearer {token}"}
+    return httpx2.post(f"{server.url}/mcp", json=body, headers=headers, timeout=30)
 
 
 def raw_head(server: LiveServer, authorization: bytes | None, *, length: int | None) -> bytes:
@@ -135,9 +146,7 @@ def eventually(check: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
-def test_a_body_that_does_not_arrive_in_time_is_answered_408_before_the_token_is_checked(
-    guarded, user
-):
+def test_a_body_that_does_not_arrive_in_time_is_answered_408(guarded, user):
     start = guarded.log_position()
     began = time.monotonic()
     answer = slow_post(guarded, mcp_token(guarded, user))
@@ -150,8 +159,9 @@ def test_a_body_that_does_not_arrive_in_time_is_answered_408_before_the_token_is
         "send the whole request at once and try again."
     )
     log = guarded.wait_for_log("status=408", since=start)
-    # user=-: the token was never looked up, so no database connection was taken.
-    expected = LOG_LINE + r"POST - user=- status=408 outcome=body_timeout \d+\.\dms\n"
+    # The token was looked up from the header, on a database thread that gave its
+    # connection back before the body was waited for.
+    expected = LOG_LINE + rf"POST - user={user.pk} status=408 outcome=body_timeout \d+\.\dms\n"
     assert re.fullmatch(expected, log), log
 
 
@@ -189,7 +199,7 @@ def test_a_request_without_a_bearer_token_of_the_right_shape_is_answered_401_unr
         assert re.fullmatch(LOG_LINE + r"POST - user=- status=401 \d+\.\dms", line), log
 
 
-# Well-formed, but no token of ours: a request with it is not authenticated yet.
+# Well-formed, but no token of ours.
 UNKNOWN = b"Bearer " + b"u" * 43
 HELD = 3_000_000  # of the guarded server's 4 MiB (4,194,304 bytes)
 
@@ -205,16 +215,68 @@ def offered(server: LiveServer, head: bytes, body: bytes = b"") -> str:
         return read_answer(sock) if answered else ""
 
 
-def test_a_body_past_what_the_worker_may_hold_is_answered_503_before_it_is_read(guarded, user):
+def test_an_unknown_token_is_answered_401_before_its_body_is_read(guarded, user):
+    """24 sockets with a made-up token, each declaring the largest body and sending none,
+    are answered at once and hold nothing: a real user's calls all succeed (they got 503
+    when a declared length was claimed before the token was known)."""
     start = guarded.log_position()
-    with open_socket(guarded) as holder:
-        # Claims 3,000,000 bytes as its head arrives; the body never comes.
-        holder.sendall(raw_head(guarded, UNKNOWN, length=HELD))
-        time.sleep(0.2)  # its head is in before the others'
+    sockets = [open_socket(guarded) for _ in range(24)]
+    try:
+        for sock in sockets:
+            sock.sendall(raw_head(guarded, UNKNOWN, length=4 * 1024 * 1024))
+        for sock in sockets:
+            answer = read_answer(sock)
+            assert status_of(answer) == 401, answer
+            assert "connection: close" in answer.partition("\r\n\r\n")[0].lower()
+        token = mcp_token(guarded, user)
+        for _ in range(10):
+            found = call(guarded, token, RECALL)
+            assert found.status_code == 200, found.text
+            assert not found.json()["result"]["isError"], found.text
+    finally:
+        for sock in sockets:
+            sock.close()
+    eventually(lambda: guarded.log(since=start).count("status=401") >= 24, 5)
+    assert guarded.log(since=start).count("user=- status=401") == 24
+
+
+def test_a_declared_length_holds_nothing_until_its_bytes_arrive(guarded, user, other_user):
+    """A known user's sockets that declare the largest body and send none take nothing
+    from what the worker may hold: another user's calls are served meanwhile."""
+    idle = mcp_token(guarded, other_user)
+    sockets = [open_socket(guarded) for _ in range(4)]
+    try:
+        for sock in sockets:
+            sock.sendall(raw_head(guarded, f"Bearer {idle}".encode(), length=4 * 1024 * 1024))
+        time.sleep(0.3)  # their heads are in, their tokens looked up
+        token = mcp_token(guarded, user)
+        for _ in range(3):
+            assert call(guarded, token, RECALL).status_code == 200
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def hold_bytes(server: LiveServer, token: str, sent: int) -> socket.socket:
+    """A socket whose request declared 4,000,000 bytes and sent `sent` of them; the rest
+    never comes (the server answers 408 at its deadline)."""
+    sock = open_socket(server)
+    sock.sendall(raw_head(server, f"Bearer {token}".encode(), length=4_000_000) + b"x" * sent)
+    return sock
+
+
+def test_a_body_past_what_the_worker_may_hold_is_answered_503_as_it_arrives(
+    guarded, user, other_user
+):
+    start = guarded.log_position()
+    with hold_bytes(guarded, mcp_token(guarded, other_user), HELD) as holder:
+        time.sleep(0.3)  # its bytes are in before the others'
+        token = f"Bearer {mcp_token(guarded, user)}".encode()
+        padded = b"x" * 2_000_000
         refusals: list[str] = []
 
         def refused() -> bool:
-            refusals.append(offered(guarded, raw_head(guarded, UNKNOWN, length=2_000_000)))
+            refusals.append(offered(guarded, raw_head(guarded, token, length=len(padded)), padded))
             return status_of(refusals[-1]) == 503
 
         assert eventually(refused, timeout=BODY_TIMEOUT / 2), refusals[-1]
@@ -227,24 +289,24 @@ def test_a_body_past_what_the_worker_may_hold_is_answered_503_before_it_is_read(
         # Bodies that fit are still taken.
         assert post(f"{guarded.url}/mcp", mcp_token(guarded, user)).status_code == 200
         assert status_of(read_answer(holder)) == 408
-    # The holder's claim went with it: 2,000,000 bytes fit now, and are served.
+    # The holder's bytes went with it: 2,000,000 bytes fit now, and are served.
     padded = json.dumps(INITIALIZE).encode().ljust(2_000_000)
-    token = f"Bearer {mcp_token(guarded, user)}".encode()
     with open_socket(guarded) as sock:
         sock.sendall(raw_head(guarded, token, length=len(padded)) + padded)
         assert status_of(read_answer(sock)) == 200
     log = guarded.wait_for_log("outcome=buffer_full", since=start)
-    assert re.search(r"POST - user=- status=503 outcome=buffer_full \d", log), log
+    assert re.search(rf"POST - user={user.pk} status=503 outcome=buffer_full \d", log), log
     assert "Traceback" not in log
 
 
-def test_a_chunked_body_is_counted_as_it_arrives_and_refused_past_the_limit(guarded, user):
+def test_a_chunked_body_is_counted_as_it_arrives_and_refused_past_the_limit(
+    guarded, user, other_user
+):
     chunk = b"x" * 100_000
     chunks = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(20))
     token = f"Bearer {mcp_token(guarded, user)}".encode()
-    with open_socket(guarded) as holder:
-        holder.sendall(raw_head(guarded, UNKNOWN, length=HELD))
-        time.sleep(0.2)  # its head is in before the others'
+    with hold_bytes(guarded, mcp_token(guarded, other_user), HELD) as holder:
+        time.sleep(0.3)  # its bytes are in before the others'
         answers: list[str] = []
 
         def refused() -> bool:
@@ -275,7 +337,7 @@ def test_a_client_that_leaves_mid_body_is_logged_once_as_499(guarded, user):
     guarded.wait_for_log("status=", since=start)
     time.sleep(0.3)  # anything the server would write after its request line
     log = guarded.log(since=start)
-    expected = LOG_LINE + r"POST - user=- status=499 outcome=client_gone \d+\.\dms\n"
+    expected = LOG_LINE + rf"POST - user={user.pk} status=499 outcome=client_gone \d+\.\dms\n"
     assert re.fullmatch(expected, log), log
 
 
