@@ -6,6 +6,7 @@ table)."""
 
 import io
 import json
+import os
 import sqlite3
 import zipfile
 from io import StringIO
@@ -395,6 +396,100 @@ def test_a_zip_entry_larger_than_it_claims_is_refused(user):
 
     with unchanged(), pytest.raises(InvalidInput, match=r"larger than the zip says|cannot be read"):
         imported(user, bytes(data))
+
+
+# Front matter that made the YAML loader build numbers, dates and zones (or recurse for
+# ever): each is refused as a sentence naming the note, on every interface.
+HOSTILE_FRONT_MATTER = {
+    "deep": ("tags: " + "[" * 30_000 + "]" * 30_000, "nests lists and maps deeper than 20"),
+    "digits": ("created: " + "9" * 60_000, "has a created_at that is not an ISO-8601"),
+    "sexagesimal": ("created: " + ":".join(["59"] * 2_000), "is not an ISO-8601"),
+    "month": ("created: 2024-13-45", "has a created_at that is not an ISO-8601 date-time"),
+    "offset": ("created: 2024-01-01T00:00:00+99:99", "has a created_at that is not an ISO-8601"),
+}
+
+
+def hostile_note(kind: str) -> bytes:
+    front, _ = HOSTILE_FRONT_MATTER[kind]
+    return zipped({"notes/odd.md": f"---\ntitle: Odd\n{front}\n---\nA body.\n"})
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_FRONT_MATTER))
+def test_hostile_front_matter_is_refused_naming_the_note(user, make_memory, kind):
+    make_memory()
+    with unchanged(), pytest.raises(InvalidInput) as refused:
+        imported(user, hostile_note(kind))
+
+    assert "note 'notes/odd.md'" in refused.value.message
+    assert HOSTILE_FRONT_MATTER[kind][1] in refused.value.message
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_FRONT_MATTER))
+def test_the_command_refuses_hostile_front_matter_in_a_sentence(user, tmp_path, kind):
+    path = tmp_path / "notes.zip"
+    path.write_bytes(hostile_note(kind))
+
+    with unchanged(), pytest.raises(CommandError) as refused:
+        run(str(path), "--user", "alice")
+
+    assert "note 'notes/odd.md'" in str(refused.value)
+    assert "Traceback" not in str(refused.value)
+
+
+def test_front_matter_values_are_read_as_text_and_dates_by_taproot(user):
+    note = (
+        "---\ntitle: 1234\ntags: [2024, true, null]\ncreated: 2024-05-01\n"
+        "modified: 2024-05-02 10:30:00+02:00\n---\nA body.\n"
+    )
+    imported(user, zipped({"notes/n.md": note}))
+
+    memory = by_gist(user)["1234"]
+    assert memory.tags == ["2024", "true", "null"]
+    assert memory.created_at.isoformat() == "2024-05-01T00:00:00+00:00"
+    assert memory.updated_at.isoformat() == "2024-05-02T08:30:00+00:00"
+
+
+def test_a_fifo_or_other_non_regular_file_in_a_folder_is_left_out(user, tmp_path):
+    folder = notes_folder(tmp_path)
+    os.mkfifo(folder / "pipe.md")  # a read of it would wait for a writer for ever
+
+    reply = imported(user, folder)
+
+    assert reply.memories == 3
+
+
+def test_a_note_longer_than_a_memory_is_refused_before_it_is_unpacked(user, monkeypatch):
+    from memories.importers import basic_memory
+
+    read: list[int] = []
+    real_open = zipfile.ZipFile.open
+
+    def noting(self, name, *args, **kwargs):
+        member = real_open(self, name, *args, **kwargs)
+        real_read = member.read
+        member.read = lambda n=-1: read.append(n) or real_read(n)
+        return member
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", noting)
+    # 63 MB of one letter: a few kilobytes packed, far within the import limit of 64 MB.
+    bomb = zipped({"notes/huge.md": "a" * (63 * 1024 * 1024)})
+    assert len(bomb) < 128 * 1024
+
+    with unchanged(), pytest.raises(InvalidInput, match=r"note 'notes/huge\.md' is longer than"):
+        imported(user, bomb)
+    assert read == []  # refused from its size in the directory, nothing unpacked
+    assert basic_memory.MAX_NOTE_BYTES < 1024 * 1024
+
+
+def test_a_folder_note_is_read_no_further_than_a_memory_could_hold(user, tmp_path):
+    from memories.importers import basic_memory
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "huge.md").write_bytes(b"a" * (basic_memory.MAX_NOTE_BYTES + 1))
+
+    with unchanged(), pytest.raises(InvalidInput, match=r"note 'huge\.md' is longer than"):
+        imported(user, folder)
 
 
 # A plain list --------------------------------------------------------------------------------
