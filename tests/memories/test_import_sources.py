@@ -8,6 +8,7 @@ import io
 import json
 import os
 import sqlite3
+import uuid
 import zipfile
 from io import StringIO
 from pathlib import Path
@@ -667,3 +668,67 @@ def test_each_store_is_found_by_recall_after_its_import(user, tmp_path, store, w
     found = handlers.recall(owner=user, query=word, now=NOW)
 
     assert [r["gist"] for r in found["results"]] == [gist]
+
+
+# Another account's store is no oracle ---------------------------------------------------
+
+SECRET = "Bob is secretly interviewing at another company in March"
+WRONG = "Bob is secretly interviewing at another company in April"
+
+
+def guessed_id(owner, text: str) -> str:
+    """The id a peer store's record of `text` had in `owner`'s store, as anyone could
+    compute it before ids came from the server's secret (and still can for the file)."""
+    from memories.importers.base import derived_id
+    from memories.indexing import normalised_hash
+
+    return derived_id(owner.pk, "text", normalised_hash(text) or text)
+
+
+def guesses_file(ids_and_texts) -> str:
+    entries = [
+        {
+            "key": f"mem:{record_id}",
+            "value": {"id": record_id, "category": "episodic", "content": text},
+        }
+        for record_id, text in ids_and_texts
+    ]
+    return json.dumps({"version": 1, "entries": entries})
+
+
+def readback(owner, ids):
+    """For each guessed id: was it stored as it was, and under which id otherwise."""
+    stored = set(Memory.objects.filter(owner=owner).values_list("pk", flat=True))
+    return [uuid.UUID(i) in stored for i in ids]
+
+
+def test_a_peer_stores_ids_cannot_be_computed_by_another_account(user, other_user):
+    imported(user, f"- {SECRET}\n".encode(), source="text")
+    (theirs,) = Memory.objects.filter(owner=user)
+
+    assert str(theirs.pk) != guessed_id(user, SECRET)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_importing_guesses_of_another_accounts_ids_tells_nothing(
+    user, other_user, make_memory, legacy
+):
+    """Mallory (other_user) computes the ids Alice's memory would have for a right and a
+    wrong guess, imports both as an export file, and reads back what became of each: the
+    two come back alike. `legacy`: Alice's memory has the id an import gave before ids
+    came from the server's secret (the publicly computable one)."""
+    if legacy:
+        make_memory(id=guessed_id(user, SECRET), owner=user, content=SECRET)
+    else:
+        imported(user, f"- {SECRET}\n".encode(), source="text")
+    right, wrong = guessed_id(user, SECRET), guessed_id(user, WRONG)
+
+    reply = imported(other_user, guesses_file([(right, SECRET), (wrong, WRONG)]).encode())
+
+    assert reply.memories == 2
+    assert readback(other_user, [right, wrong]) == [False, False]
+    mallorys = Memory.objects.filter(owner=other_user)
+    assert not {str(m.pk) for m in mallorys} & {right, wrong}
+    # Imported again: the same ids, nothing new.
+    again = imported(other_user, guesses_file([(right, SECRET), (wrong, WRONG)]).encode())
+    assert (again.memories, again.memories_skipped) == (0, 2)
