@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.conf import settings
+from django.utils.crypto import salted_hmac
 
 from memories.errors import InvalidInput
 
@@ -66,7 +67,28 @@ class Source:
 
 
 def derived_id(owner_id: int, source: str, identity: str) -> str:
+    """The id a record of another memory server's store has in the import: the same each
+    time the store is read, so importing it twice changes nothing. A name-based UUID
+    (version 5) anyone can compute; the import never stores it as it is, but under
+    `own_id` (memories.services.importing), which only this server can compute."""
     return str(uuid.uuid5(IMPORT_NAMESPACE, f"{owner_id}\x00{source}\x00{identity}"))
+
+
+def is_name_based(record_id: uuid.UUID) -> bool:
+    """True for an id made from a name (UUID versions 3 and 5): whoever knows the name
+    can compute it, as peer stores' ids here, or another system's."""
+    return record_id.version in (3, 5)
+
+
+def own_id(owner_id: int, record_id: uuid.UUID) -> uuid.UUID:
+    """The id a name-based record id of a file is stored under in this owner's store: an
+    HMAC of the server's secret, the owner and the file's id, as a random-looking UUID
+    (version 4 bits). The same every time (importing twice changes nothing), different
+    for every owner, and no one without SECRET_KEY can compute it."""
+    digest = salted_hmac(
+        "taproot.import.own-id", f"{owner_id}\x00{record_id}", algorithm="sha256"
+    ).digest()
+    return uuid.UUID(bytes=digest[:16], version=4)
 
 
 def max_import_bytes() -> int:

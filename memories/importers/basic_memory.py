@@ -15,11 +15,12 @@ sizes they claim added up before anything is read and held to while reading.
 import io
 import os
 import re
+import stat
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -36,6 +37,7 @@ from memories.importers.base import (
     without_bom,
 )
 from memories.importers.text import fitted_gist
+from memories.limits import MAX_CONTENT
 from memories.quoting import shown
 from memories.timeutil import isoformat
 
@@ -52,14 +54,37 @@ _SLUG_DROP = re.compile(r"[^\w\s/-]")
 _SLUG_SPACE = re.compile(r"[\s_]+")
 
 
-class _NoAliases(yaml.SafeLoader):
-    """yaml.safe_load's loader, refusing aliases: front matter never needs them, and they
-    let a few bytes stand for a structure of any size ("billion laughs")."""
+# How deep front matter may nest (a list in a map in a list…): a note needs two or three
+# levels; 30,000 exhausted the parser's recursion.
+MAX_NESTING = 20
+# The most of one note that is read: a memory's content at its longest in UTF-8, its
+# front matter and room for a title. Past it the note could never be imported, and a zip
+# may hold a note of any size behind a few kilobytes.
+MAX_NOTE_BYTES = 4 * MAX_CONTENT + MAX_FRONT_MATTER + 4096
+
+
+class _FrontMatterLoader(yaml.BaseLoader):
+    """Front matter as text only: every value a string, a list or a map. No numbers,
+    dates, times or zones are built by the loader (a 60,000-digit number, a date of the
+    13th month or a +99:99 offset made it fail), so Taproot reads dates itself (and
+    refuses them as the import's own words say). Aliases are refused: front matter never
+    needs them, and they let a few bytes stand for a structure of any size ("billion
+    laughs"); so is nesting past MAX_NESTING."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             raise yaml.YAMLError("aliases (*name) are not read")
-        return super().compose_node(parent, index)
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise yaml.YAMLError(f"it nests lists and maps deeper than {MAX_NESTING} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 @dataclass(frozen=True)
@@ -115,13 +140,14 @@ class BasicMemory(Source):
     def _files(self) -> Iterator[tuple[str, bytes, datetime | None]]:
         """(path within the store, bytes, the file's time) of each note."""
         if self._single is not None:
+            _check_note_size(len(self._single), "note.md")
             yield "note.md", self._single, None
         elif self._zip is not None:
             yield from _read_zip(self._zip, self.left_out)
         elif self._folder is not None:
             for path, relative, _ in _folder_files(self._folder):
                 moment = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-                yield relative, path.read_bytes(), moment
+                yield relative, _read_note(path, relative), moment
 
     def _notes(self) -> Iterator[Note]:
         for path, data, moment in self._files():
@@ -199,8 +225,8 @@ def _front_matter(raw: str, label: str) -> dict[str, Any]:
     if len(raw) > MAX_FRONT_MATTER:
         raise BadFile(f"{label} has front matter longer than {MAX_FRONT_MATTER // 1024} KB")
     try:
-        loaded = yaml.load(raw, Loader=_NoAliases)
-    except yaml.YAMLError as error:
+        loaded = yaml.load(raw, Loader=_FrontMatterLoader)
+    except (yaml.YAMLError, RecursionError, ValueError) as error:
         where = getattr(error, "problem_mark", None)
         at = f" at line {where.line + 2}" if where is not None else ""
         problem = getattr(error, "problem", None) or str(error)
@@ -213,9 +239,8 @@ def _front_matter(raw: str, label: str) -> dict[str, Any]:
 
 
 def _string(value: Any) -> str | None:
-    if isinstance(value, str | int | float) and not isinstance(value, bool):
-        text = " ".join(str(value).split())
-        return text or None
+    if isinstance(value, str):
+        return " ".join(value.split()) or None
     return None
 
 
@@ -231,14 +256,12 @@ def _tags(value: Any) -> list[str]:
 
 
 def _date(front: dict[str, Any], names: tuple[str, ...]) -> str | None:
+    """The first of these fields that is given, as written: the import reads it as an
+    ISO-8601 date-time and refuses the note, by name, when it is none."""
     for name in names:
         value = front.get(name)
-        if isinstance(value, datetime):
-            return isoformat(value if value.tzinfo else value.replace(tzinfo=UTC))
-        if isinstance(value, date):
-            return isoformat(datetime(value.year, value.month, value.day, tzinfo=UTC))
         if isinstance(value, str) and value.strip():
-            return value.strip()  # the import reads it, and refuses it if it is no date
+            return value.strip()
     return None
 
 
@@ -272,14 +295,35 @@ def _hidden(part: str) -> bool:
 
 def _folder_files(root: Path) -> Iterator[tuple[Path, str, int]]:
     """(path, path within the folder, size) of each note; hidden folders (.git,
-    .basic-memory) and links are left out."""
+    .basic-memory), links and anything that is not a regular file (a FIFO would never end
+    a read, a device never end it either) are left out."""
     for folder, dirs, files in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not _hidden(d))
         for name in sorted(files):
             path = Path(folder) / name
-            if _hidden(name) or not name.lower().endswith(".md") or path.is_symlink():
+            if _hidden(name) or not name.lower().endswith(".md"):
                 continue
-            yield path, path.relative_to(root).as_posix(), path.stat().st_size
+            status = path.lstat()
+            if not stat.S_ISREG(status.st_mode):
+                continue
+            yield path, path.relative_to(root).as_posix(), status.st_size
+
+
+def _read_note(path: Path, relative: str) -> bytes:
+    """A note's bytes, read no further than MAX_NOTE_BYTES (a file can grow after it was
+    measured)."""
+    with path.open("rb") as note:
+        data = note.read(MAX_NOTE_BYTES + 1)
+    _check_note_size(len(data), relative)
+    return data
+
+
+def _check_note_size(size: int, name: str) -> None:
+    if size > MAX_NOTE_BYTES:
+        raise BadFile(
+            f"note {shown(name)} is longer than a memory may be ({MAX_CONTENT:,} characters "
+            "of content); split it into several notes"
+        )
 
 
 # The files of a zip ----------------------------------------------------------------------
@@ -344,6 +388,7 @@ def _read_zip(data: bytes, left_out: Counter[str]) -> Iterator[tuple[str, bytes,
     for info in notes:
         name = info.filename.replace("\\", "/")
         try:
+            _check_note_size(info.file_size, name)
             with archive.open(info) as member:
                 # Held to the size it claims: a zip may lie about it.
                 content = member.read(info.file_size + 1)

@@ -33,6 +33,7 @@ from memories.bulkwrite import WRITE_BATCH
 from memories.conf import embedder
 from memories.errors import InvalidInput
 from memories.importers import BadFile, Source, open_source
+from memories.importers.base import is_name_based, own_id
 from memories.indexing import Vectors
 from memories.maintenance import refresh_planner_statistics
 from memories.models import Category, ChangeSource, Closing, Memory, User
@@ -295,27 +296,37 @@ def _plan_batch(plan: _Plan, batch: list[_Record], options: _Options) -> None:
     if not batch:
         return
     options.advance("checking", len(batch))
+    mine = options.owner_id
     memories = [r for r in batch if isinstance(r.row, Memory)]
     closings = [r for r in batch if isinstance(r.row, Closing)]
-    memory_owners = _owners_of(Memory, [r.row.pk for r in memories])
-    closing_owners = _owners_of(Closing, [r.row.pk for r in closings])
-    mine = options.owner_id
-    foreign = [r.row for r in memories if memory_owners.get(r.row.pk, mine) != mine]
+    memory_owners = _owners_of(Memory, _ids_to_look_up([r.row.pk for r in memories], mine))
+    closing_owners = _owners_of(Closing, _ids_to_look_up([r.row.pk for r in closings], mine))
+    foreign = [
+        r.row
+        for r in memories
+        if not is_name_based(r.row.pk) and memory_owners.get(r.row.pk, mine) != mine
+    ]
     copies = _earlier_copies(Memory, foreign, options.owner_id, "content")
-    foreign_closings = [r.row for r in closings if closing_owners.get(r.row.pk, mine) != mine]
+    foreign_closings = [
+        r.row
+        for r in closings
+        if not is_name_based(r.row.pk) and closing_owners.get(r.row.pk, mine) != mine
+    ]
     closing_copies = _earlier_copies(Closing, foreign_closings, options.owner_id, "reflection")
     for record in memories:
         memory = record.row
         assert isinstance(memory, Memory)
         category = home_category(memory.category)
-        if memory_owners.get(memory.pk) == options.owner_id or memory.pk in copies:
+        if memory_owners.get(memory.pk) == mine:
             plan.skipped[category] += 1
-            if memory.pk in copies:
-                plan.new_ids[memory.pk] = copies[memory.pk]
-                plan.copies.add(memory.pk)
             continue
-        if memory.pk in memory_owners:
-            plan.new_ids[memory.pk] = uuid.uuid4()
+        stored = copies.get(memory.pk) or _stored_id(memory.pk, memory_owners, mine)
+        if stored is not None:
+            plan.new_ids[memory.pk] = stored
+            if memory_owners.get(stored) == mine or memory.pk in copies:
+                plan.skipped[category] += 1
+                plan.copies.add(memory.pk)
+                continue
             plan.reminted += 1
         _note_problems(plan, record, options)
         plan.created[category] += 1
@@ -326,15 +337,45 @@ def _plan_batch(plan: _Plan, batch: list[_Record], options: _Options) -> None:
             plan.normalised += 1
     for record in closings:
         pk = record.row.pk
-        if closing_owners.get(pk) == options.owner_id or pk in closing_copies:
+        if closing_owners.get(pk) == mine or pk in closing_copies:
             plan.closings_skipped += 1
             if pk in closing_copies:
                 plan.copies.add(pk)
             continue
-        if pk in closing_owners:
+        stored = _stored_id(pk, closing_owners, mine)
+        if stored is not None:
+            if closing_owners.get(stored) == mine:
+                plan.closings_skipped += 1
+                plan.copies.add(pk)
+                continue
             plan.reminted += 1
         _note_problems(plan, record, options)
         plan.closings += 1
+
+
+def _ids_to_look_up(ids: list[uuid.UUID], owner_id: int) -> list[uuid.UUID]:
+    """The records' ids, and the ids their name-based ones are stored under."""
+    return [*ids, *(own_id(owner_id, i) for i in ids if is_name_based(i))]
+
+
+def _stored_id(
+    record_id: uuid.UUID, owners: dict[uuid.UUID, int], owner_id: int
+) -> uuid.UUID | None:
+    """The id a record the owner does not hold under its file's id is stored under, when
+    it cannot be that one; None when it can.
+
+    A name-based id (a peer store's, or another system's) is never stored as it is, but
+    under `own_id`, whether or not another account holds it: anyone can compute such an
+    id for another account's memory, and had the import kept it when free and replaced it
+    when taken, which ids came back replaced would have told them what that account holds.
+    Any other id is kept unless another account holds it (then a random one): such ids
+    are random, and no one can guess another account's.
+    """
+    if is_name_based(record_id):
+        return own_id(owner_id, record_id)
+    if record_id in owners:
+        return uuid.uuid4()
+    return None
 
 
 def _note_problems(plan: _Plan, record: _Record, options: _Options) -> None:
@@ -449,27 +490,27 @@ def _new_in(
     batch: list[_Record], plan: _Plan, options: _Options
 ) -> tuple[list[Memory], list[Closing]]:
     """The records of the batch to write, with the ids they are stored under."""
+    mine = options.owner_id
     memories = [r.row for r in batch if isinstance(r.row, Memory)]
     closings = [r.row for r in batch if isinstance(r.row, Closing)]
-    memory_owners = _owners_of(Memory, [m.pk for m in memories])
-    closing_owners = _owners_of(Closing, [c.pk for c in closings])
-    new_memories = [
-        m
-        for m in memories
-        if memory_owners.get(m.pk) != options.owner_id and m.pk not in plan.copies
-    ]
-    new_closings = [
-        c
-        for c in closings
-        if closing_owners.get(c.pk) != options.owner_id and c.pk not in plan.copies
-    ]
+    memory_owners = _owners_of(Memory, _ids_to_look_up([m.pk for m in memories], mine))
+    closing_owners = _owners_of(Closing, _ids_to_look_up([c.pk for c in closings], mine))
+
+    def held(row: Memory | Closing, owners: dict[uuid.UUID, int]) -> bool:
+        return owners.get(row.pk) == mine or (
+            is_name_based(row.pk) and owners.get(own_id(mine, row.pk)) == mine
+        )
+
+    new_memories = [m for m in memories if not held(m, memory_owners) and m.pk not in plan.copies]
+    new_closings = [c for c in closings if not held(c, closing_owners) and c.pk not in plan.copies]
     for closing in new_closings:
-        if closing.pk in closing_owners:
-            closing.id = uuid.uuid4()
+        stored = _stored_id(closing.pk, closing_owners, mine)
+        if stored is not None:
+            closing.id = stored
     for memory in new_memories:
-        if memory.pk in memory_owners and memory.pk not in plan.new_ids:
+        if memory.pk not in plan.new_ids and (stored := _stored_id(memory.pk, memory_owners, mine)):
             # Taken by another account's import since the first read.
-            plan.new_ids[memory.pk] = uuid.uuid4()
+            plan.new_ids[memory.pk] = stored
             plan.reminted += 1
     return new_memories, new_closings
 

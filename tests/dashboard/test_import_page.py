@@ -103,6 +103,19 @@ def test_a_bad_file_is_refused_with_a_sentence_and_nothing_changes(logged_in):
     assert "Traceback" not in page
 
 
+@pytest.mark.parametrize("kind", ["deep", "digits", "sexagesimal", "month", "offset"])
+def test_hostile_front_matter_is_refused_with_a_sentence_naming_the_note(logged_in, kind):
+    from tests.memories.test_import_sources import HOSTILE_FRONT_MATTER, hostile_note
+
+    with unchanged():
+        response = logged_in.post(URL, {"file": upload(hostile_note(kind), "notes.zip")}, **htmx())
+
+    page = response.content.decode()
+    assert response.status_code == 422
+    assert "note &#x27;notes/odd.md&#x27;" in page
+    assert HOSTILE_FRONT_MATTER[kind][1] in page
+
+
 def test_a_file_over_the_size_limit_is_refused(logged_in, settings):
     settings.TAPROOT_IMPORT_MAX_MB = 1
     with unchanged():

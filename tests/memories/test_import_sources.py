@@ -6,7 +6,9 @@ table)."""
 
 import io
 import json
+import os
 import sqlite3
+import uuid
 import zipfile
 from io import StringIO
 from pathlib import Path
@@ -397,6 +399,100 @@ def test_a_zip_entry_larger_than_it_claims_is_refused(user):
         imported(user, bytes(data))
 
 
+# Front matter that made the YAML loader build numbers, dates and zones (or recurse for
+# ever): each is refused as a sentence naming the note, on every interface.
+HOSTILE_FRONT_MATTER = {
+    "deep": ("tags: " + "[" * 30_000 + "]" * 30_000, "nests lists and maps deeper than 20"),
+    "digits": ("created: " + "9" * 60_000, "has a created_at that is not an ISO-8601"),
+    "sexagesimal": ("created: " + ":".join(["59"] * 2_000), "is not an ISO-8601"),
+    "month": ("created: 2024-13-45", "has a created_at that is not an ISO-8601 date-time"),
+    "offset": ("created: 2024-01-01T00:00:00+99:99", "has a created_at that is not an ISO-8601"),
+}
+
+
+def hostile_note(kind: str) -> bytes:
+    front, _ = HOSTILE_FRONT_MATTER[kind]
+    return zipped({"notes/odd.md": f"---\ntitle: Odd\n{front}\n---\nA body.\n"})
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_FRONT_MATTER))
+def test_hostile_front_matter_is_refused_naming_the_note(user, make_memory, kind):
+    make_memory()
+    with unchanged(), pytest.raises(InvalidInput) as refused:
+        imported(user, hostile_note(kind))
+
+    assert "note 'notes/odd.md'" in refused.value.message
+    assert HOSTILE_FRONT_MATTER[kind][1] in refused.value.message
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_FRONT_MATTER))
+def test_the_command_refuses_hostile_front_matter_in_a_sentence(user, tmp_path, kind):
+    path = tmp_path / "notes.zip"
+    path.write_bytes(hostile_note(kind))
+
+    with unchanged(), pytest.raises(CommandError) as refused:
+        run(str(path), "--user", "alice")
+
+    assert "note 'notes/odd.md'" in str(refused.value)
+    assert "Traceback" not in str(refused.value)
+
+
+def test_front_matter_values_are_read_as_text_and_dates_by_taproot(user):
+    note = (
+        "---\ntitle: 1234\ntags: [2024, true, null]\ncreated: 2024-05-01\n"
+        "modified: 2024-05-02 10:30:00+02:00\n---\nA body.\n"
+    )
+    imported(user, zipped({"notes/n.md": note}))
+
+    memory = by_gist(user)["1234"]
+    assert memory.tags == ["2024", "true", "null"]
+    assert memory.created_at.isoformat() == "2024-05-01T00:00:00+00:00"
+    assert memory.updated_at.isoformat() == "2024-05-02T08:30:00+00:00"
+
+
+def test_a_fifo_or_other_non_regular_file_in_a_folder_is_left_out(user, tmp_path):
+    folder = notes_folder(tmp_path)
+    os.mkfifo(folder / "pipe.md")  # a read of it would wait for a writer for ever
+
+    reply = imported(user, folder)
+
+    assert reply.memories == 3
+
+
+def test_a_note_longer_than_a_memory_is_refused_before_it_is_unpacked(user, monkeypatch):
+    from memories.importers import basic_memory
+
+    read: list[int] = []
+    real_open = zipfile.ZipFile.open
+
+    def noting(self, name, *args, **kwargs):
+        member = real_open(self, name, *args, **kwargs)
+        real_read = member.read
+        member.read = lambda n=-1: read.append(n) or real_read(n)
+        return member
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", noting)
+    # 63 MB of one letter: a few kilobytes packed, far within the import limit of 64 MB.
+    bomb = zipped({"notes/huge.md": "a" * (63 * 1024 * 1024)})
+    assert len(bomb) < 128 * 1024
+
+    with unchanged(), pytest.raises(InvalidInput, match=r"note 'notes/huge\.md' is longer than"):
+        imported(user, bomb)
+    assert read == []  # refused from its size in the directory, nothing unpacked
+    assert basic_memory.MAX_NOTE_BYTES < 1024 * 1024
+
+
+def test_a_folder_note_is_read_no_further_than_a_memory_could_hold(user, tmp_path):
+    from memories.importers import basic_memory
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "huge.md").write_bytes(b"a" * (basic_memory.MAX_NOTE_BYTES + 1))
+
+    with unchanged(), pytest.raises(InvalidInput, match=r"note 'huge\.md' is longer than"):
+        imported(user, folder)
+
+
 # A plain list --------------------------------------------------------------------------------
 
 CLAUDE_LIST = """# Saved memories
@@ -572,3 +668,67 @@ def test_each_store_is_found_by_recall_after_its_import(user, tmp_path, store, w
     found = handlers.recall(owner=user, query=word, now=NOW)
 
     assert [r["gist"] for r in found["results"]] == [gist]
+
+
+# Another account's store is no oracle ---------------------------------------------------
+
+SECRET = "Bob is secretly interviewing at another company in March"
+WRONG = "Bob is secretly interviewing at another company in April"
+
+
+def guessed_id(owner, text: str) -> str:
+    """The id a peer store's record of `text` had in `owner`'s store, as anyone could
+    compute it before ids came from the server's secret (and still can for the file)."""
+    from memories.importers.base import derived_id
+    from memories.indexing import normalised_hash
+
+    return derived_id(owner.pk, "text", normalised_hash(text) or text)
+
+
+def guesses_file(ids_and_texts) -> str:
+    entries = [
+        {
+            "key": f"mem:{record_id}",
+            "value": {"id": record_id, "category": "episodic", "content": text},
+        }
+        for record_id, text in ids_and_texts
+    ]
+    return json.dumps({"version": 1, "entries": entries})
+
+
+def readback(owner, ids):
+    """For each guessed id: was it stored as it was, and under which id otherwise."""
+    stored = set(Memory.objects.filter(owner=owner).values_list("pk", flat=True))
+    return [uuid.UUID(i) in stored for i in ids]
+
+
+def test_a_peer_stores_ids_cannot_be_computed_by_another_account(user, other_user):
+    imported(user, f"- {SECRET}\n".encode(), source="text")
+    (theirs,) = Memory.objects.filter(owner=user)
+
+    assert str(theirs.pk) != guessed_id(user, SECRET)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_importing_guesses_of_another_accounts_ids_tells_nothing(
+    user, other_user, make_memory, legacy
+):
+    """Mallory (other_user) computes the ids Alice's memory would have for a right and a
+    wrong guess, imports both as an export file, and reads back what became of each: the
+    two come back alike. `legacy`: Alice's memory has the id an import gave before ids
+    came from the server's secret (the publicly computable one)."""
+    if legacy:
+        make_memory(id=guessed_id(user, SECRET), owner=user, content=SECRET)
+    else:
+        imported(user, f"- {SECRET}\n".encode(), source="text")
+    right, wrong = guessed_id(user, SECRET), guessed_id(user, WRONG)
+
+    reply = imported(other_user, guesses_file([(right, SECRET), (wrong, WRONG)]).encode())
+
+    assert reply.memories == 2
+    assert readback(other_user, [right, wrong]) == [False, False]
+    mallorys = Memory.objects.filter(owner=other_user)
+    assert not {str(m.pk) for m in mallorys} & {right, wrong}
+    # Imported again: the same ids, nothing new.
+    again = imported(other_user, guesses_file([(right, SECRET), (wrong, WRONG)]).encode())
+    assert (again.memories, again.memories_skipped) == (0, 2)
