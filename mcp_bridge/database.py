@@ -48,7 +48,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connection, connections
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabase
 from psycopg_pool import PoolTimeout
 
@@ -67,9 +67,33 @@ BUSY_MESSAGE = (
 )
 
 
+LOCKED_MESSAGE = (
+    "Taproot is busy: another change held the database longer than a write waits for it. "
+    f"Try again in {RETRY_AFTER_SECONDS} seconds."
+)
+# SQLite's words when its busy timeout passed with the write lock still held; PostgreSQL's
+# SQLSTATE when a lock timeout did.
+_SQLITE_LOCKED = ("database is locked", "database table is locked")
+_LOCK_NOT_AVAILABLE = "55P03"
+
+
 def is_pool_timeout(error: BaseException) -> bool:
     """True for the database error Django raises when no pooled connection came free."""
     return isinstance(error, DatabaseError) and isinstance(error.__cause__, PoolTimeout)
+
+
+def busy_message(error: BaseException) -> str | None:
+    """What to answer for a database error that means "busy, try again" (no pooled
+    connection came free, or a lock was not granted in time): None for any other."""
+    if is_pool_timeout(error):
+        return BUSY_MESSAGE
+    if isinstance(error, OperationalError):
+        cause = error.__cause__
+        if str(error).startswith(_SQLITE_LOCKED) or (
+            getattr(cause, "sqlstate", None) == _LOCK_NOT_AVAILABLE
+        ):
+            return LOCKED_MESSAGE
+    return None
 
 
 _executor: ThreadPoolExecutor | None = None

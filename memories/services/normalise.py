@@ -22,9 +22,9 @@ from memories.conf import embedder
 from memories.indexing import Vectors, normalised_hash, refresh_hashes
 from memories.jsonutil import json_list
 from memories.limits import MAX_GIST
-from memories.models import ChangeSource, EpistemicStatus, Memory, Salience, User
+from memories.models import ChangeSource, EpistemicStatus, Memory, Salience, Snapshot, User
 from memories.services._common import now_or, record_revisions, reindex_in_batches
-from memories.services.snapshots import take_snapshot
+from memories.services.snapshots import keep_values, take_snapshot
 from memories.services.unit_of_work import embed_ahead
 from memories.vocabulary import (
     EPISTEMIC_VALUES,
@@ -256,6 +256,7 @@ def normalise_stored(
     now: datetime,
     dry_run: bool = False,
     snapshot_reason: str | None = "before-migrate",
+    keep_in: Snapshot | None = None,
 ) -> OwnerResult:
     """Normalise every stored memory of one owner.
 
@@ -277,7 +278,9 @@ def normalise_stored(
             for chunk in _chunks(found.candidates):
                 rows = Memory.objects.filter(owner_id=owner_id, pk__in=chunk).order_by("pk")
                 changes += find_changes(rows.select_for_update())
-            if changes and snapshot_reason is not None:
+            if changes and keep_in is not None:
+                keep_values(keep_in, memories=[c.original for c in changes])
+            elif changes and snapshot_reason is not None:
                 snapshot = take_snapshot(
                     owner_id=owner_id,
                     reason=snapshot_reason,
