@@ -48,9 +48,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connection, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabase
 from psycopg_pool import PoolTimeout
+
+from memories.locks import is_lock_timeout
 
 # Threads for SQLite: it writes one transaction at a time and Python computes on one
 # thread at a time, so a few keep a worker busy; each keeps a connection and its page
@@ -71,10 +73,6 @@ LOCKED_MESSAGE = (
     "Taproot is busy: another change held the database longer than a write waits for it. "
     f"Try again in {RETRY_AFTER_SECONDS} seconds."
 )
-# SQLite's words when its busy timeout passed with the write lock still held; PostgreSQL's
-# SQLSTATE when a lock timeout did.
-_SQLITE_LOCKED = ("database is locked", "database table is locked")
-_LOCK_NOT_AVAILABLE = "55P03"
 
 
 def is_pool_timeout(error: BaseException) -> bool:
@@ -87,12 +85,8 @@ def busy_message(error: BaseException) -> str | None:
     connection came free, or a lock was not granted in time): None for any other."""
     if is_pool_timeout(error):
         return BUSY_MESSAGE
-    if isinstance(error, OperationalError):
-        cause = error.__cause__
-        if str(error).startswith(_SQLITE_LOCKED) or (
-            getattr(cause, "sqlstate", None) == _LOCK_NOT_AVAILABLE
-        ):
-            return LOCKED_MESSAGE
+    if is_lock_timeout(error):
+        return LOCKED_MESSAGE
     return None
 
 

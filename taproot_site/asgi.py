@@ -28,7 +28,7 @@ class StartupRefused(Exception):
 def _recover_interrupted_imports() -> None:
     """Undo the imports a process that is gone left half-written (memories.services.
     import_runs): the store is as it was before each of them."""
-    from memories.services.import_runs import recover_interrupted_imports
+    from memories.services import recover_interrupted_imports
 
     try:
         recover_interrupted_imports()

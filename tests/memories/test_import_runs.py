@@ -232,3 +232,16 @@ def test_other_accounts_write_while_an_import_is_half_way(user, other_user, tmp_
         process.wait()
         recover_interrupted_imports()
     assert Memory.objects.filter(owner=other_user).count() == 1
+
+
+def test_the_dashboard_answers_a_lock_not_granted_in_time_with_503_busy(rf):
+    from taproot_site.busy import PoolTimeoutMiddleware
+
+    middleware = PoolTimeoutMiddleware(lambda request: None)  # type: ignore[arg-type, return-value]
+    response = middleware.process_exception(
+        rf.get("/dashboard/"), OperationalError("database is locked")
+    )
+
+    assert response is not None
+    assert (response.status_code, response["Retry-After"]) == (503, "5")
+    assert response.content.decode() == LOCKED_MESSAGE
