@@ -46,7 +46,12 @@ from memories.services.import_runs import (
     heartbeat,
     import_slot,
 )
-from memories.services.normalise import normalise, normalise_list, normalise_stored
+from memories.services.normalise import (
+    normalise,
+    normalise_if_drifted,
+    normalise_list,
+    normalise_stored,
+)
 from memories.services.snapshots import keep_created, prune_snapshots
 from memories.services.unit_of_work import embed_ahead
 from memories.vocabulary import home_category
@@ -486,14 +491,9 @@ def _import(reader: Source, plan: _Plan, options: _Options) -> Imported:
     # (memories.services.import_runs).
     run = begin_import(options.owner_id, options.now)
     try:
-        with transaction.atomic():
-            normalised_existing = normalise_stored(
-                options.owner_id,
-                source=ChangeSource.IMPORT,
-                now=options.now,
-                snapshot_reason=None,
-                keep_in=run,
-            ).migrated
+        normalised_existing = normalise_if_drifted(
+            options.owner_id, source=ChangeSource.IMPORT, now=options.now, keep_in=run
+        )
         written = _Written()
         batch: list[_Record] = []
         for record in _records(reader, options):

@@ -22,7 +22,15 @@ from memories.conf import embedder
 from memories.indexing import Vectors, normalised_hash, refresh_hashes
 from memories.jsonutil import json_list
 from memories.limits import MAX_GIST
-from memories.models import ChangeSource, EpistemicStatus, Memory, Salience, Snapshot, User
+from memories.models import (
+    ChangeSource,
+    EpistemicStatus,
+    Memory,
+    RecallIndex,
+    Salience,
+    Snapshot,
+    User,
+)
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.snapshots import keep_values, take_snapshot
 from memories.services.unit_of_work import embed_ahead
@@ -296,6 +304,21 @@ def normalise_stored(
         counts_after=found.counts_after,
         snapshot_id=snapshot_id,
     )
+
+
+def normalise_if_drifted(owner_id: int, *, source: str, now: datetime, keep_in: Snapshot) -> int:
+    """normalise_stored for an import: skipped (0) when the owner's store is known to be
+    normalised already, so a small import into a large store does not read all of it;
+    else how many records were normalised, kept as they were in `keep_in`."""
+    if RecallIndex.objects.filter(owner_id=owner_id, normalised=True).exists():
+        return 0
+    migrated = normalise_stored(
+        owner_id, source=source, now=now, snapshot_reason=None, keep_in=keep_in
+    ).migrated
+    # Read whole and repaired: the import writes anyway, so noting it costs no lock that
+    # a read-only migrate would otherwise take.
+    RecallIndex.objects.filter(owner_id=owner_id).update(normalised=True)
+    return migrated
 
 
 def _embed_ahead(owner_id: int, candidates: list[uuid.UUID]) -> Vectors | None:

@@ -44,7 +44,15 @@ from memories.errors import (
     UnreadableSnapshot,
 )
 from memories.indexing import refresh_hashes, unindex
-from memories.models import ChangeSource, Closing, Memory, Snapshot, SnapshotRecord, User
+from memories.models import (
+    ChangeSource,
+    Closing,
+    Memory,
+    RecallIndex,
+    Snapshot,
+    SnapshotRecord,
+    User,
+)
 from memories.quoting import shown
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.exporting import memory_value
@@ -280,6 +288,7 @@ def restore_snapshot(
             now=now,
         )
         reindex_in_batches(memories, vectors=ahead)
+        _forget_normalised(owner_id)
         removed = closings_removed = closings_restored = 0
         if whole_store:
             removed = _remove_memories_not_in(owner_id, set(ids))
@@ -400,6 +409,7 @@ def _put_back_memories(
         now=now,
     )
     reindex_in_batches(memories)
+    _forget_normalised(owner_id)
     undone.restored += len(existing)
     undone.recreated += len(missing)
 
@@ -426,6 +436,12 @@ def _put_back_closings(
     )
     Closing.objects.bulk_create([c for c in closings if c.pk not in present])
     undone.closings_restored += len(closings)
+
+
+def _forget_normalised(owner_id: int) -> None:
+    """Records were written back as they once were, drift included: the next import looks
+    for it again (memories.services.normalise)."""
+    RecallIndex.objects.filter(owner_id=owner_id).update(normalised=False)
 
 
 def _value(row: SnapshotRecord) -> dict[str, Any]:

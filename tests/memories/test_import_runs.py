@@ -245,3 +245,29 @@ def test_the_dashboard_answers_a_lock_not_granted_in_time_with_503_busy(rf):
     assert response is not None
     assert (response.status_code, response["Retry-After"]) == (503, "5")
     assert response.content.decode() == LOCKED_MESSAGE
+
+
+def test_a_store_found_normalised_is_not_read_whole_again_until_a_restore(
+    user, make_memory, monkeypatch
+):
+    from memories.models import RecallIndex
+    from memories.services import normalise as normalise_module
+
+    make_memory(category="event", salience="3", content="Drifted.")
+    first = import_store(owner=user, data=plain_list(1, word="a"), now=NOW)
+    assert (first.normalised_existing, RecallIndex.objects.get(owner=user).normalised) == (1, True)
+    surveys: list[int] = []
+    real = normalise_module.survey
+    monkeypatch.setattr(
+        normalise_module, "survey", lambda owner_id: surveys.append(owner_id) or real(owner_id)
+    )
+
+    import_store(owner=user, data=plain_list(1, word="b"), now=NOW)
+    assert surveys == []  # known normalised: the store is not read whole
+    # Restoring the first import's snapshot writes the drifted record back.
+    restore_snapshot(snapshot_id=first.snapshot_id, owner=user, now=NOW)
+    assert not RecallIndex.objects.get(owner=user).normalised
+    again = import_store(owner=user, data=plain_list(1, word="c"), now=NOW)
+
+    assert surveys == [user.pk]
+    assert again.normalised_existing == 1
