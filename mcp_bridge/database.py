@@ -52,6 +52,8 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabase
 from psycopg_pool import PoolTimeout
 
+from memories.locks import is_lock_timeout
+
 # Threads for SQLite: it writes one transaction at a time and Python computes on one
 # thread at a time, so a few keep a worker busy; each keeps a connection and its page
 # cache, so more only cost memory (10 took a worker 20 MB above what 4 take, no faster).
@@ -67,9 +69,25 @@ BUSY_MESSAGE = (
 )
 
 
+LOCKED_MESSAGE = (
+    "Taproot is busy: another change held the database longer than a write waits for it. "
+    f"Try again in {RETRY_AFTER_SECONDS} seconds."
+)
+
+
 def is_pool_timeout(error: BaseException) -> bool:
     """True for the database error Django raises when no pooled connection came free."""
     return isinstance(error, DatabaseError) and isinstance(error.__cause__, PoolTimeout)
+
+
+def busy_message(error: BaseException) -> str | None:
+    """What to answer for a database error that means "busy, try again" (no pooled
+    connection came free, or a lock was not granted in time): None for any other."""
+    if is_pool_timeout(error):
+        return BUSY_MESSAGE
+    if is_lock_timeout(error):
+        return LOCKED_MESSAGE
+    return None
 
 
 _executor: ThreadPoolExecutor | None = None

@@ -15,7 +15,7 @@ from mcp.types import CallToolResult, TextContent
 
 from mcp_bridge.auth import NotAuthenticated, token_user
 from mcp_bridge.capacity import step_aside
-from mcp_bridge.database import BUSY_MESSAGE, is_pool_timeout, run_sync
+from mcp_bridge.database import busy_message, run_sync
 from mcp_bridge.messages import say
 from memories.errors import DomainError, InvalidInput
 from memories.jsonutil import dumps
@@ -101,8 +101,8 @@ async def run_tool(
     except NotAuthenticated:
         return error_result(NOT_SIGNED_IN)
     except DatabaseError as error:
-        if is_pool_timeout(error):
-            return error_result(BUSY_MESSAGE)
+        if busy := busy_message(error):
+            return error_result(busy)
         logger.exception("tool %s failed unexpectedly", tool)
         return error_result(UNEXPECTED.format(tool=tool))
     except Exception:

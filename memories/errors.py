@@ -28,6 +28,25 @@ class InvalidInput(Refused):
         self.message = message
 
 
+class ImportRunning(InvalidInput):
+    """The account has an import (or a dry run) running already."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "An import into this account is still running (from the Import page or the "
+            "command line). Wait for it to finish, then try again; nothing was changed."
+        )
+
+
+class ImportBusy(InvalidInput):
+    """The worker runs as many imports as it takes at once."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The server is busy with other imports. Try again in a minute; nothing was changed."
+        )
+
+
 class DomainError(Refused):
     """A refusal that carries data; see the module's docstring."""
 
@@ -206,6 +225,17 @@ class UnreadableSnapshot(OperatorRefusal):
         self.snapshot_id = snapshot_id
         self.problem = problem
         super().__init__(f"Snapshot {snapshot_id} cannot be read ({problem}); nothing was changed.")
+
+
+class SnapshotInProgress(OperatorRefusal):
+    """The snapshot of an import still writing: it is complete once the import is."""
+
+    def __init__(self, snapshot_id: int) -> None:
+        self.snapshot_id = snapshot_id
+        super().__init__(
+            f"Snapshot {snapshot_id} belongs to an import that is still running; restore it "
+            "once the import has finished. Nothing was changed."
+        )
 
 
 class SnapshotRecordTaken(OperatorRefusal):

@@ -25,6 +25,17 @@ class StartupRefused(Exception):
     """The server must not start; the message says what to do."""
 
 
+def _recover_interrupted_imports() -> None:
+    """Undo the imports a process that is gone left half-written (memories.services.
+    import_runs): the store is as it was before each of them."""
+    from memories.services import recover_interrupted_imports
+
+    try:
+        recover_interrupted_imports()
+    finally:
+        connections.close_all()
+
+
 def _recall_index_problem() -> str | None:
     """Why recall cannot serve as configured: the index's profile, or the embedder (checked
     here; its model loads on first use)."""
@@ -84,6 +95,7 @@ class TaprootASGI:
         problem = await sync_to_async(_recall_index_problem, thread_sensitive=True)()
         if problem:
             raise StartupRefused(problem)
+        await sync_to_async(_recover_interrupted_imports, thread_sensitive=True)()
         await self._lifespan_stack.enter_async_context(self.mcp.serving())
 
 

@@ -1,8 +1,10 @@
-"""Django's requests that find every pooled database connection lent out.
+"""Django's requests that find the database busy: every pooled connection lent out, or a
+lock not granted in time (SQLite's one write lock held longer than its busy timeout).
 
-A request that waits longer than TAPROOT_DB_POOL_TIMEOUT for a connection is answered
-503 with Retry-After, on Django's pages as on /mcp (mcp_bridge.admission): the server is
-busy rather than broken, and a client that tries again shortly gets through. The words
+A request that waits longer than TAPROOT_DB_POOL_TIMEOUT for a connection, or than the
+busy timeout for a lock, is answered 503 with Retry-After, on Django's pages as on /mcp
+(mcp_bridge.admission): the server is busy rather than broken, and a client that tries
+again shortly gets through. The words
 and the wait are /mcp's own (mcp_bridge.database), so both answer alike.
 """
 
@@ -10,7 +12,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from mcp_bridge.database import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_timeout
+from mcp_bridge.database import RETRY_AFTER_SECONDS, busy_message
 
 
 class PoolTimeoutMiddleware:
@@ -23,8 +25,9 @@ class PoolTimeoutMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not is_pool_timeout(exception):
+        message = busy_message(exception)
+        if message is None:
             return None
-        response = HttpResponse(BUSY_MESSAGE, status=503, content_type="text/plain")
+        response = HttpResponse(message, status=503, content_type="text/plain")
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response

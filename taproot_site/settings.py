@@ -119,6 +119,9 @@ TAPROOT_ACTIVATION: dict[str, object] = {}
 # Import (manage.py import_taproot, the dashboard's Import page): a file (or the notes of
 # a zip or folder) larger than this many megabytes is refused before it is read.
 TAPROOT_IMPORT_MAX_MB = env_int("TAPROOT_IMPORT_MAX_MB", 64, minimum=1)
+# Imports and dry runs one worker runs at once (each account runs one at a time anyway):
+# each reads its file whole twice and checks every record, on a core of its own.
+TAPROOT_IMPORTS_PER_WORKER = env_int("TAPROOT_IMPORTS_PER_WORKER", 2, minimum=1)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -18,6 +18,7 @@ from memories.models.history import (
     ReflectCall,
     Revision,
     Snapshot,
+    SnapshotRecord,
 )
 from memories.models.memory import Memory, MemoryQuerySet
 from memories.models.recall_index import (
@@ -47,6 +48,7 @@ __all__ = [
     "RevisionAction",
     "Salience",
     "Snapshot",
+    "SnapshotRecord",
     "SuggestionKind",
     "Tier",
     "User",

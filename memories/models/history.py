@@ -73,7 +73,12 @@ class Closing(models.Model):
 
 
 class Snapshot(models.Model):
-    """A backup of some or all of a user's records, taken before bulk changes."""
+    """A backup of some or all of a user's records, taken before bulk changes.
+
+    Older snapshots hold their records in `records`; newer ones hold them in
+    SnapshotRecord rows, written and read in batches (`records` then says so), which also
+    name the records a change created (an import's undo deletes them).
+    """
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="snapshots"
@@ -82,12 +87,46 @@ class Snapshot(models.Model):
     reason = models.CharField(max_length=64)
     memory_count = models.PositiveIntegerField(default=0)
     records = models.JSONField()
+    # An import writing in committed batches: its snapshot is complete once the import
+    # is. One left incomplete by a process that is gone is undone (its records removed).
+    in_progress = models.BooleanField(default=False)
+    worker = models.CharField(max_length=200, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["owner"],
+                condition=models.Q(in_progress=True),
+                name="snapshot_in_progress",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.reason} ({isoformat(self.created_at)})"
+
+
+class SnapshotRecord(models.Model):
+    """One record of a row-kept snapshot: a memory's or a closing's value as it was (to
+    put back), or the id of one the change created (to remove)."""
+
+    class Kind(models.TextChoices):
+        MEMORY = "memory"
+        CLOSING = "closing"
+        CREATED_MEMORY = "created_memory"
+        CREATED_CLOSING = "created_closing"
+
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="rows")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    record_id = models.UUIDField()
+    value = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["snapshot", "kind", "id"], name="snapshot_rows")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.record_id}"
 
 
 class ReflectCall(models.Model):

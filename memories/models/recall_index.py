@@ -79,6 +79,11 @@ class RecallIndex(models.Model):
     # restored from elsewhere) has a new generation, so no cache mistakes it for the old.
     version = models.BigIntegerField(default=0)
     generation = models.UUIDField(default=uuid.uuid4)
+    # The owner's store was read whole and found (or made) normalised, and has since
+    # been written only by code that normalises what it writes: an import need not read
+    # the whole store again to look for drift (memories.services.normalise). A restore,
+    # which writes records back as they were, drift included, clears it.
+    normalised = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"{self.profile}: {self.live_memories} live memories"

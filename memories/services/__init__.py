@@ -45,6 +45,7 @@ from memories.services.curation import (
     unarchive,
 )
 from memories.services.exporting import Export, ExportBusy, export_store
+from memories.services.import_runs import recover_interrupted_imports
 from memories.services.importing import Imported, import_store
 from memories.services.loaded import (
     ReflectDue,
@@ -107,6 +108,7 @@ __all__ = [
     "rank_memories",
     "recall",
     "record_reflect",
+    "recover_interrupted_imports",
     "reflect",
     "reflect_due",
     "reflect_history",

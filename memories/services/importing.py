@@ -7,10 +7,11 @@ the file. The first read checks everything and writes nothing: every record read
 within the limits the tools apply (memories.limits), and what would be created or
 skipped, per category (a dry run stops here). One bad record refuses the whole file and
 changes nothing; a file whose records break the limits is refused naming up to
-MAX_NAMED of them. The second read writes, in one transaction: a snapshot of the whole
-store, the new records in batches (normalised by the same function migrate uses), and
-the normalisation of the records already there. Imports into one account run one at a
-time.
+MAX_NAMED of them. The second read writes: the normalisation of the records already
+there, then the new records (normalised by the same function migrate uses) in batches,
+each committed on its own with the ids it created added to the import's snapshot, which
+undoes the import should it fail or its process die (memories.services.import_runs). One
+import or dry run per account runs at a time.
 
 Records the account already holds are skipped before the limits are checked, so an
 export of a store that older imports filled beyond the limits imports back into it
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from memories.bulkwrite import WRITE_BATCH
@@ -36,11 +36,23 @@ from memories.importers import BadFile, Source, open_source
 from memories.importers.base import is_name_based, own_id
 from memories.indexing import Vectors
 from memories.maintenance import refresh_planner_statistics
-from memories.models import Category, ChangeSource, Closing, Memory, User
+from memories.models import Category, ChangeSource, Closing, Memory, Snapshot, User
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.import_records import canonical_id, closing_from, memory_from
-from memories.services.normalise import normalise, normalise_list, normalise_stored
-from memories.services.snapshots import take_snapshot
+from memories.services.import_runs import (
+    abandon_import,
+    begin_import,
+    finish_import,
+    heartbeat,
+    import_slot,
+)
+from memories.services.normalise import (
+    normalise,
+    normalise_if_drifted,
+    normalise_list,
+    normalise_stored,
+)
+from memories.services.snapshots import keep_created, prune_snapshots
 from memories.services.unit_of_work import embed_ahead
 from memories.vocabulary import home_category
 
@@ -131,7 +143,30 @@ def import_store(
     category of records whose store has none; `dry_run` checks and counts, and writes
     nothing; `progress(stage, records)` hears of each batch read ("checking") and written
     ("importing")."""
-    now = now_or(now)
+    with import_slot(owner.pk):
+        return _import_store(
+            owner=owner,
+            data=data,
+            source=source,
+            category=category,
+            dry_run=dry_run,
+            allow_over_limits=allow_over_limits,
+            now=now_or(now),
+            progress=progress,
+        )
+
+
+def _import_store(
+    *,
+    owner: User,
+    data: Any,
+    source: str | None,
+    category: Category | None,
+    dry_run: bool,
+    allow_over_limits: bool,
+    now: datetime,
+    progress: Progress | None,
+) -> Imported:
     reader = open_source(data, source=source, owner_id=owner.pk)
     options = _Options(
         owner.pk,
@@ -449,20 +484,16 @@ def _import(reader: Source, plan: _Plan, options: _Options) -> Imported:
     if not plan.created and not plan.closings:
         return plan.summary(reader, dry_run=False)
     ahead = _embed_ahead(reader, plan, options)
-    with transaction.atomic():
-        # One import per account at a time: a second one waits here, then finds the
-        # first one's records present and skips them. FOR NO KEY UPDATE, which keeps other
-        # imports out but not the account's other writes: each row they insert takes a
-        # key-share lock on the account's row, which FOR UPDATE would make wait for the
-        # whole import, and deadlock when the import then wanted a memory they hold.
-        accounts = get_user_model().objects.select_for_update(no_key=True)
-        accounts.filter(pk=options.owner_id).exists()
-        snapshot_id = take_snapshot(
-            owner_id=options.owner_id, reason="before-import", now=options.now
-        ).pk
-        normalised_existing = normalise_stored(
-            options.owner_id, source=ChangeSource.IMPORT, now=options.now, snapshot_reason=None
-        ).migrated
+    # In committed batches, so that other accounts' writes go through between them (on
+    # SQLite, which has one write lock). The account sees it whole or not at all: the
+    # snapshot, in progress until the last batch, lists what each batch created, and an
+    # import that fails here, or whose process dies, is undone from it
+    # (memories.services.import_runs).
+    run = begin_import(options.owner_id, options.now)
+    try:
+        normalised_existing = normalise_if_drifted(
+            options.owner_id, source=ChangeSource.IMPORT, now=options.now, keep_in=run
+        )
         written = _Written()
         batch: list[_Record] = []
         for record in _records(reader, options):
@@ -470,20 +501,43 @@ def _import(reader: Source, plan: _Plan, options: _Options) -> Imported:
                 continue
             batch.append(record)
             if len(batch) == WRITE_BATCH:
-                _write_batch(batch, plan, options, ahead, written)
+                _commit_batch(batch, plan, options, ahead, written, run)
                 batch = []
-        _write_batch(batch, plan, options, ahead, written)
+        _commit_batch(batch, plan, options, ahead, written, run)
         plan.settle(written)
         if not plan.created and not plan.closings:
             # Another import of these records got the account first: as when the first
             # read finds nothing new, nothing changes and no snapshot is kept.
-            transaction.set_rollback(True)
+            abandon_import(run, options.now)
             return plan.summary(reader, dry_run=False)
-        # A whole store arrives at once: let the planner see it before autovacuum would.
-        transaction.on_commit(refresh_planner_statistics)
+        finish_import(run)
+    except BaseException:
+        abandon_import(run, options.now)
+        raise
+    prune_snapshots(options.owner_id)
+    # A whole store arrives at once: let the planner see it before autovacuum would.
+    refresh_planner_statistics()
     return plan.summary(
-        reader, dry_run=False, normalised_existing=normalised_existing, snapshot_id=snapshot_id
+        reader, dry_run=False, normalised_existing=normalised_existing, snapshot_id=run.pk
     )
+
+
+def _commit_batch(
+    batch: list[_Record],
+    plan: _Plan,
+    options: _Options,
+    ahead: Vectors | None,
+    written: _Written,
+    run: Snapshot,
+) -> None:
+    """One batch written and committed, with the ids it created kept in the import's
+    snapshot in the same transaction."""
+    if not batch:
+        return
+    with transaction.atomic():
+        memories, closings = _write_batch(batch, plan, options, ahead, written)
+        keep_created(run, memories=[m.pk for m in memories], closings=[c.pk for c in closings])
+        heartbeat(run)
 
 
 def _new_in(
@@ -521,9 +575,7 @@ def _write_batch(
     options: _Options,
     ahead: Vectors | None,
     written: _Written,
-) -> None:
-    if not batch:
-        return
+) -> tuple[list[Memory], list[Closing]]:
     new_memories, new_closings = _new_in(batch, plan, options)
     written.memories.update(home_category(m.category) for m in new_memories)
     written.closings += len(new_closings)
@@ -540,6 +592,7 @@ def _write_batch(
     record_revisions(revised, source=ChangeSource.IMPORT, action="import", now=options.now)
     reindex_in_batches(new_memories, new=True, vectors=ahead)
     options.advance("importing", len(batch))
+    return new_memories, new_closings
 
 
 def _embed_ahead(reader: Source, plan: _Plan, options: _Options) -> Vectors | None:

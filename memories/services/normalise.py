@@ -22,9 +22,17 @@ from memories.conf import embedder
 from memories.indexing import Vectors, normalised_hash, refresh_hashes
 from memories.jsonutil import json_list
 from memories.limits import MAX_GIST
-from memories.models import ChangeSource, EpistemicStatus, Memory, Salience, User
+from memories.models import (
+    ChangeSource,
+    EpistemicStatus,
+    Memory,
+    RecallIndex,
+    Salience,
+    Snapshot,
+    User,
+)
 from memories.services._common import now_or, record_revisions, reindex_in_batches
-from memories.services.snapshots import take_snapshot
+from memories.services.snapshots import keep_values, take_snapshot
 from memories.services.unit_of_work import embed_ahead
 from memories.vocabulary import (
     EPISTEMIC_VALUES,
@@ -256,6 +264,7 @@ def normalise_stored(
     now: datetime,
     dry_run: bool = False,
     snapshot_reason: str | None = "before-migrate",
+    keep_in: Snapshot | None = None,
 ) -> OwnerResult:
     """Normalise every stored memory of one owner.
 
@@ -277,7 +286,9 @@ def normalise_stored(
             for chunk in _chunks(found.candidates):
                 rows = Memory.objects.filter(owner_id=owner_id, pk__in=chunk).order_by("pk")
                 changes += find_changes(rows.select_for_update())
-            if changes and snapshot_reason is not None:
+            if changes and keep_in is not None:
+                keep_values(keep_in, memories=[c.original for c in changes])
+            elif changes and snapshot_reason is not None:
                 snapshot = take_snapshot(
                     owner_id=owner_id,
                     reason=snapshot_reason,
@@ -293,6 +304,21 @@ def normalise_stored(
         counts_after=found.counts_after,
         snapshot_id=snapshot_id,
     )
+
+
+def normalise_if_drifted(owner_id: int, *, source: str, now: datetime, keep_in: Snapshot) -> int:
+    """normalise_stored for an import: skipped (0) when the owner's store is known to be
+    normalised already, so a small import into a large store does not read all of it;
+    else how many records were normalised, kept as they were in `keep_in`."""
+    if RecallIndex.objects.filter(owner_id=owner_id, normalised=True).exists():
+        return 0
+    migrated = normalise_stored(
+        owner_id, source=source, now=now, snapshot_reason=None, keep_in=keep_in
+    ).migrated
+    # Read whole and repaired: the import writes anyway, so noting it costs no lock that
+    # a read-only migrate would otherwise take.
+    RecallIndex.objects.filter(owner_id=owner_id).update(normalised=True)
+    return migrated
 
 
 def _embed_ahead(owner_id: int, candidates: list[uuid.UUID]) -> Vectors | None:

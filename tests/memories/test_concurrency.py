@@ -167,20 +167,27 @@ def _import_twice_at_once(usernames: tuple[str, str]) -> tuple[list[str], list[B
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_two_imports_of_one_file_into_one_account_at_once_both_succeed(user):
+def test_a_second_import_into_an_account_while_one_runs_is_refused(user):
     if not is_postgres():
         pytest.skip(
             "needs PostgreSQL (DATABASE_URL=postgres://…): SQLite runs one writer at a time"
         )
+    from io import StringIO
 
-    outputs, errors = _import_twice_at_once(("alice", "alice"))
+    from django.core.management import CommandError, call_command
+
+    from tests.memories.test_import import FIXTURE
+
+    # The first is past its reads, held before it writes: the second is refused at once,
+    # not queued behind it.
+    refused = pytest.raises(CommandError, match="An import into this account is still running")
+    with _imports_waiting(("alice",)) as (outputs, errors), refused:
+        call_command("import_taproot", str(FIXTURE), "--user", "alice", stdout=StringIO())
 
     assert errors == []
-    assert sorted(out.splitlines()[0] for out in outputs) == [
-        "Imported 7 memories and 1 closing. The store as it was before is kept in a snapshot.",
-        "Nothing new: all 8 records are already in your store, so nothing changed and no "
-        "snapshot was written.",
-    ]
+    assert outputs[0].splitlines()[0] == (
+        "Imported 7 memories and 1 closing. The store as it was before is kept in a snapshot."
+    )
     assert Memory.objects.filter(owner=user).count() == 7
 
 

@@ -33,6 +33,7 @@ OPERATOR_KINDS = [
     errors.UnknownSnapshot(12),
     errors.UnreadableSnapshot(12, "'created_at'"),
     errors.SnapshotRecordTaken(12, "closing", A),
+    errors.SnapshotInProgress(12),
 ]
 EVERY_KIND += OPERATOR_KINDS
 

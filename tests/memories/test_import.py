@@ -8,7 +8,7 @@ import pytest
 from mcp_bridge import handlers
 from memories.errors import InvalidInput
 from memories.models import Closing, Memory, Revision, Snapshot
-from memories.services import import_store
+from memories.services import import_store, restore_snapshot
 from tests.conftest import NOW
 from tests.store import unchanged
 
@@ -168,17 +168,18 @@ def test_importing_twice_changes_nothing(imported, user):
     assert "nothing changed" in reply.message
 
 
-def test_a_snapshot_of_the_whole_store_is_taken_before_the_import(user, make_memory):
+def test_the_snapshot_taken_before_the_import_undoes_it(user, make_memory):
     existing = make_memory()
     Closing.objects.create(owner=user, reflection="Earlier.", created_at=NOW)
 
     reply = import_store(owner=user, data=fixture_text(), now=NOW)
+    restore_snapshot(snapshot_id=reply.snapshot_id, owner=user, now=NOW)
 
-    snapshot = Snapshot.objects.get(pk=reply.snapshot_id)
-    assert snapshot.reason == "before-import"
-    assert snapshot.records["whole_store"] is True
-    assert [m["id"] for m in snapshot.records["memories"]] == [str(existing.pk)]
-    assert [c["reflection"] for c in snapshot.records["closings"]] == ["Earlier."]
+    assert Snapshot.objects.get(pk=reply.snapshot_id).reason == "before-import"
+    assert list(Memory.objects.filter(owner=user).values_list("pk", flat=True)) == [existing.pk]
+    assert list(Closing.objects.filter(owner=user).values_list("reflection", flat=True)) == [
+        "Earlier."
+    ]
 
 
 def test_import_also_normalises_drift_already_in_the_store(user, make_memory):

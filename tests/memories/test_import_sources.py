@@ -8,6 +8,7 @@ import io
 import json
 import os
 import sqlite3
+import tracemalloc
 import uuid
 import zipfile
 from io import StringIO
@@ -476,9 +477,19 @@ def test_a_note_longer_than_a_memory_is_refused_before_it_is_unpacked(user, monk
     bomb = zipped({"notes/huge.md": "a" * (63 * 1024 * 1024)})
     assert len(bomb) < 128 * 1024
 
-    with unchanged(), pytest.raises(InvalidInput, match=r"note 'notes/huge\.md' is longer than"):
-        imported(user, bomb)
+    tracemalloc.start()
+    try:
+        with (
+            unchanged(),
+            pytest.raises(InvalidInput, match=r"note 'notes/huge\.md' is longer than"),
+        ):
+            imported(user, bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert read == []  # refused from its size in the directory, nothing unpacked
+    # The bound is 300 MB + 4 x the upload; what the import took is a few megabytes.
+    assert peak < 16 * 1024 * 1024, f"{peak:,} bytes at the peak"
     assert basic_memory.MAX_NOTE_BYTES < 1024 * 1024
 
 

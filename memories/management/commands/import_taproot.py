@@ -3,11 +3,12 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import reset_queries
+from django.db import DatabaseError, reset_queries
 from tqdm import tqdm
 
 from memories.errors import Refused
 from memories.importers import SOURCES
+from memories.locks import is_lock_timeout
 from memories.management.users import user_named
 from memories.models import Category
 from memories.services import Imported, import_store
@@ -82,6 +83,13 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         except OSError as error:
             raise CommandError(f"Cannot read {path}: {error.strerror or error}.") from None
+        except DatabaseError as error:
+            if not is_lock_timeout(error):
+                raise
+            raise CommandError(
+                "The database is busy: another write held it longer than this import waits. "
+                "Nothing was changed; run the command again."
+            ) from None
         finally:
             for bar in bars.values():
                 bar.close()
