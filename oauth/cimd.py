@@ -118,8 +118,7 @@ def _reason(error: Exception) -> str:
     """A refusal as the consent page says it."""
     text = str(error)
     known = {
-        "document client_id does not match": "its client_id is not the address it was "
-        "fetched from",
+        "document client_id does not match": "its client_id is not the address it was fetched from",
         "exceeds the maximum allowed size": "it is larger than the "
         f"{oauth2_settings.CIMD_MAX_DOCUMENT_SIZE // 1024} KB a client description may be",
         "returned HTTP": "the address did not answer with a document ("
