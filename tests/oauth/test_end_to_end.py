@@ -217,7 +217,7 @@ def connect_expire_refresh(portal, server, *, kind, mode, alice, mine, theirs) -
                 [mcp_url],
             )
 
-            # An hour passes: the access token expires, on the server and for the client.
+            # The access token expires (30 days on), on the server and for the client.
             first = connector.storage.tokens
             AccessToken.objects.filter(pk=row.pk).update(
                 expires=timezone.now() - timedelta(seconds=1)
