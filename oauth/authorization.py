@@ -15,8 +15,13 @@ from oauth2_provider import views as oauth2_views
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
-from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidRequestError
+from oauthlib.oauth2.rfc6749.errors import (
+    CustomOAuth2Error,
+    FatalClientError,
+    InvalidRequestError,
+)
 
+from oauth import cimd
 from oauth.resource import ForeignResource, bind_to_mcp
 
 # BASE64URL(SHA256(verifier)) without padding is always 43 characters (RFC 7636 §4.2).
@@ -77,7 +82,31 @@ class AuthorizationView(oauth2_views.AuthorizationView):  # type: ignore[misc]
         context: dict[str, Any] = super().get_context_data(**kwargs)
         redirect_uri = context.get("redirect_uri") or ""
         context["redirect_host"] = urlsplit(redirect_uri).netloc or redirect_uri
+        application = context.get("application")
+        if application is not None and cimd.is_document_id(application.client_id):
+            # A client named by its description's address: where that lives is who it is.
+            context["described_at"] = cimd.document_host(application.client_id)
         return context
+
+    def error_response(self, error: Any, application: Any, **kwargs: Any) -> HttpResponse:
+        client_id = self.request.GET.get("client_id") or ""
+        oauth_error = error.oauthlib_error
+        # Fatal ones are shown on the page, never sent to a redirect no one vouched for.
+        if cimd.is_document_id(client_id) and isinstance(oauth_error, FatalClientError):
+            host = cimd.document_host(client_id)
+            why = cimd.refusal_of(client_id)
+            if why is not None:
+                oauth_error.description = (
+                    f"The app's description at {host} cannot be used: {why}. Nothing was "
+                    "connected; the app's makers must fix it."
+                )
+            elif "redirect" in (oauth_error.description or "").lower():
+                oauth_error.description = (
+                    "The address the app wants to send you back to is not one its "
+                    f"description at {host} lists. Nothing was connected."
+                )
+        response: HttpResponse = super().error_response(error, application, **kwargs)
+        return response
 
     def form_valid(self, form: Any) -> HttpResponse:
         application_model = get_application_model()

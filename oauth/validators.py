@@ -5,12 +5,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError
+from django.utils import timezone
 from oauth2_provider.models import get_grant_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.common import Request
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
-from oauth import codes
+from oauth import cimd, codes
 from oauth.redirects import is_loopback_http
 from oauth.resource import ForeignResource, bind_to_mcp
 
@@ -39,6 +40,21 @@ def requested_resources(request: Request) -> list[object]:
 
 # oauth2_provider ships no type information.
 class TaprootOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
+    def _load_application(self, client_id: str, request: Request) -> Any:
+        client = super()._load_application(client_id, request)
+        if not cimd.loopback_id_allowed(client_id):
+            return client  # django-oauth-toolkit resolves https documents itself
+        # A loopback http document, for local development: resolved, and fetched again
+        # once stale, as django-oauth-toolkit does an https one.
+        if client is None or (
+            client.cimd_expires_at is not None and timezone.now() > client.cimd_expires_at
+        ):
+            client = cimd.resolve(client_id, request) or client
+        if client is None or not client.is_usable(request):
+            return None
+        request.client = client
+        return client
+
     def validate_redirect_uri(
         self, client_id: str, redirect_uri: str, request: Request, *args: Any, **kwargs: Any
     ) -> bool:

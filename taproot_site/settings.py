@@ -60,6 +60,8 @@ _public_host = f"[{_public_hostname}]" if ":" in _public_hostname else _public_h
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", sorted({_public_host, "127.0.0.1", "localhost"}))
 
 TAPROOT_ALLOW_LOOPBACK_CLIENTS = env_bool("TAPROOT_ALLOW_LOOPBACK_CLIENTS", DEBUG)
+# Days an OAuth access token lasts (refresh tokens: 90 days unused).
+TAPROOT_ACCESS_TOKEN_DAYS = env_int("TAPROOT_ACCESS_TOKEN_DAYS", 30, minimum=1)
 # OAuth client registration (the oauth app): exact redirect URIs allowed besides
 # Claude's callbacks; proxies whose X-Forwarded-For is believed; registrations per address.
 TAPROOT_EXTRA_REDIRECT_URIS = env_list("TAPROOT_EXTRA_REDIRECT_URIS", [])
@@ -231,7 +233,10 @@ OAUTH2_PROVIDER = {
     "SCOPES": {"mcp": "Read and write your Taproot memories"},
     "DEFAULT_SCOPES": ["mcp"],
     "PKCE_REQUIRED": True,
-    "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
+    # Claude.ai often never refreshes a token: an hour would take the tools away mid-
+    # conversation. Every request checks its token in the database, so revoking stays
+    # immediate; refresh tokens still rotate.
+    "ACCESS_TOKEN_EXPIRE_SECONDS": TAPROOT_ACCESS_TOKEN_DAYS * 24 * 3600,
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "OIDC_ISS_ENDPOINT": TAPROOT_PUBLIC_URL,
@@ -251,6 +256,12 @@ OAUTH2_PROVIDER = {
         ["https", "http"] if TAPROOT_ALLOW_LOOPBACK_CLIENTS else ["https"]
     ),
     "DCR_ENABLED": True,
+    # Client ID Metadata Documents (oauth.cimd): a client named by the URL of its
+    # description, as Claude names itself when this is advertised.
+    "CIMD_ENABLED": True,
+    "CIMD_METADATA_FETCHER": "oauth.cimd.Fetcher",
+    "CIMD_FETCH_TIMEOUT_SECONDS": 5,
+    "CIMD_MAX_DOCUMENT_SIZE": 8 * 1024,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth.registration.RedirectAllowlistPermission",),
     "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,

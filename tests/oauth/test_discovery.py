@@ -53,7 +53,9 @@ def test_authorization_server_metadata_advertises_only_what_is_accepted(client):
             "none",
         ],
         "authorization_response_iss_parameter_supported": True,
-        "client_id_metadata_document_supported": False,
+        # Claude registers by its metadata document when this is true and "none" is
+        # among the token endpoint's methods (oauth.cimd).
+        "client_id_metadata_document_supported": True,
     }
 
 

@@ -217,7 +217,7 @@ def connect_expire_refresh(portal, server, *, kind, mode, alice, mine, theirs) -
                 [mcp_url],
             )
 
-            # An hour passes: the access token expires, on the server and for the client.
+            # The access token expires (30 days on), on the server and for the client.
             first = connector.storage.tokens
             AccessToken.objects.filter(pk=row.pk).update(
                 expires=timezone.now() - timedelta(seconds=1)
@@ -378,3 +378,30 @@ def test_a_code_exchanged_many_times_at_once_leaves_no_token_alive(oauth_server,
         assert post_initialize(mcp_url, reply.json()["access_token"]).status_code == 401
     assert not AccessToken.objects.filter(user=user).exists()
     assert not RefreshToken.objects.filter(user=user, revoked__isnull=True).exists()
+
+
+@pytest.mark.parametrize("how", ["revoked in the dashboard", "account deactivated"])
+def test_a_30_day_token_stops_at_its_next_call_once_revoked_or_deactivated(
+    oauth_server, client, user, how
+):
+    mcp_url = f"{oauth_server.url}/mcp"
+    with override_settings(TAPROOT_MCP_URL=mcp_url):
+        body = register(client, CLAUDE_REGISTRATION).json()
+        registered = Registered(body["client_id"], body["client_secret"], CLAUDE_CALLBACK, body)
+        client.force_login(user)
+        tokens = Flow(client, registered).tokens()
+    assert tokens["expires_in"] > 29 * 86400
+    assert post_initialize(mcp_url, tokens["access_token"]).status_code == 200
+
+    if how == "revoked in the dashboard":
+        application = AccessToken.objects.get(
+            token_checksum=checksum(tokens["access_token"])
+        ).application
+        assert client.post(f"/dashboard/clients/{application.pk}/revoke/").status_code == 302
+    else:
+        user.is_active = False
+        user.save()
+
+    refused = post_initialize(mcp_url, tokens["access_token"])
+    assert refused.status_code == 401
+    assert 'error="invalid_token"' in refused.headers["www-authenticate"]

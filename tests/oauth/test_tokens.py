@@ -26,11 +26,12 @@ def assert_error(response, status: int, error: str) -> None:
     assert response.json()["error"] == error
 
 
-def test_code_exchange_issues_an_hour_long_token_bound_to_user_and_mcp(claude_flow, user):
+def test_code_exchange_issues_a_30_day_token_bound_to_user_and_mcp(claude_flow, user):
     tokens = claude_flow.tokens()
     assert tokens["token_type"] == "Bearer"
     assert tokens["scope"] == "mcp"
-    assert 3500 <= tokens["expires_in"] <= 3600
+    # Claude.ai often never refreshes: the token outlives a missed refresh.
+    assert 30 * 86400 - 100 <= tokens["expires_in"] <= 30 * 86400
     assert tokens["refresh_token"]
     access = AccessToken.objects.get(token_checksum=checksum(tokens["access_token"]))
     assert access.user == user

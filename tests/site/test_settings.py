@@ -321,3 +321,15 @@ def test_an_https_public_url_gets_hsts_and_its_wider_forms_only_when_asked():
 def test_django_never_reads_the_scheme_from_a_request_header():
     # uvicorn sets it from trusted proxies only (tests/site/test_https_behind_a_proxy.py).
     assert loaded(PRODUCTION)["SECURE_PROXY_SSL_HEADER"] is None
+
+
+@pytest.mark.parametrize(("days", "seconds"), [(None, 30 * 86400), ("7", 7 * 86400)])
+def test_access_tokens_last_30_days_unless_told_otherwise(days, seconds):
+    env = {} if days is None else {"TAPROOT_ACCESS_TOKEN_DAYS": days}
+    read = settings_under(env)
+    assert read["OAUTH2_PROVIDER"]["ACCESS_TOKEN_EXPIRE_SECONDS"] == seconds
+
+
+def test_an_access_token_lifetime_under_a_day_is_refused():
+    with pytest.raises(ImproperlyConfigured, match="TAPROOT_ACCESS_TOKEN_DAYS"):
+        settings_under({"TAPROOT_ACCESS_TOKEN_DAYS": "0"})
