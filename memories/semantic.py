@@ -12,6 +12,7 @@ cosine any memory has with a query that many memories match.
 import math
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -112,20 +113,33 @@ def query_stored(query: Vector) -> npt.NDArray[np.float32]:
 
 
 class OwnerVectors:
-    """One owner's vectors as a worker holds them: rows of a float32 matrix that grows by
-    doubling, so taking in a new memory copies nothing."""
+    """One owner's vectors as a worker holds them: rows of a float32 matrix that grows by a
+    quarter when it fills, so taking in a new memory rarely copies anything. Its lock
+    guards the rows: a scan never sees one half written."""
 
-    def __init__(self, embedder: str, dimension: int, generation: uuid.UUID | None) -> None:
+    # What a held memory costs besides its row: its id, the dictionary entry that finds
+    # the row, the list slot (measured: about 230 bytes).
+    ID_BYTES = 256
+
+    def __init__(
+        self, embedder: str, dimension: int, generation: uuid.UUID | None, *, rows: int = 0
+    ) -> None:
         self.embedder = embedder
         self.generation = generation
         self.version = -1
+        self.lock = threading.Lock()
         self.ids: list[uuid.UUID] = []
         # Row of each memory, by its id as an integer (uuid.UUID.int): a recall looks up
         # hundreds, and an integer hashes without Python code.
         self.row_of: dict[int, int] = {}
-        self._rows = np.zeros((1024, dimension), dtype=np.float32)
+        self._rows = np.zeros((max(rows, 64), dimension), dtype=np.float32)
         # Rows whose memory has no vector now (its text lost every token).
         self.empty: set[int] = set()
+
+    @property
+    def nbytes(self) -> int:
+        """About what holding these vectors costs the worker."""
+        return self._rows.nbytes + self.ID_BYTES * len(self.ids)
 
     @property
     def matrix(self) -> npt.NDArray[np.float32]:
@@ -139,7 +153,8 @@ class OwnerVectors:
                 row = self.row_of[memory_id.int] = len(self.ids)
                 self.ids.append(memory_id)
                 if row == len(self._rows):
-                    self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
+                    more = np.zeros((len(self._rows) // 4 + 64, self._rows.shape[1]), np.float32)
+                    self._rows = np.concatenate([self._rows, more])
             if data:
                 self._rows[row] = from_bytes(data)
                 self.empty.discard(row)
@@ -205,12 +220,35 @@ class OwnerVectors:
 class VectorCache:
     """Each owner's vectors, kept per worker process and brought up to date by version:
     a write to an owner's index moves RecallIndex.version and stamps the vectors it
-    writes with it, so a cache reads only the vectors newer than what it holds. One lock
-    guards refresh and use alike: a scan never sees a row half written."""
+    writes with it, so a cache reads only the vectors newer than what it holds.
 
-    def __init__(self) -> None:
-        self._owners: dict[int, OwnerVectors] = {}
-        self._lock = threading.Lock()
+    The database is read under no lock: one owner's first recall (seconds at 100,000
+    memories) keeps no other owner waiting, and each owner's rows have a lock of their
+    own. The owners held share a budget (TAPROOT_VECTOR_CACHE_MB); past it, the owners
+    least recently used are let go, and read again whole at their next recall."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self._owners: OrderedDict[int, OwnerVectors] = OrderedDict()
+        # Held only to look owners up, add them and let them go: never across a read.
+        self._table = threading.Lock()
+        self._budget = budget
+
+    @property
+    def budget(self) -> int:
+        """Bytes the owners held may take together (TAPROOT_VECTOR_CACHE_MB unless given)."""
+        if self._budget is not None:
+            return self._budget
+        from django.conf import settings
+
+        return int(settings.TAPROOT_VECTOR_CACHE_MB) * 1024 * 1024
+
+    def held_bytes(self) -> int:
+        with self._table:
+            return sum(held.nbytes for held in self._owners.values())
+
+    def holds(self, owner_id: int) -> bool:
+        with self._table:
+            return owner_id in self._owners
 
     def nearest(
         self,
@@ -224,8 +262,8 @@ class VectorCache:
         exclude: set[uuid.UUID],
     ) -> list[tuple[uuid.UUID, int]]:
         """The owner's memories nearest the query by exact cosine (see OwnerVectors)."""
-        with self._lock:
-            held = self._refreshed(owner_id, embedder, index)
+        held = self._refreshed(owner_id, embedder, index)
+        with held.lock:
             return held.nearest(query, floor_milli=floor_milli, limit=limit, exclude=exclude)
 
     def cosines(
@@ -243,8 +281,9 @@ class VectorCache:
         from the database."""
         from memories.models import MemoryVector
 
-        with self._lock:
-            found = self._refreshed(owner_id, embedder, index).cosines_of(query, keys)
+        held = self._refreshed(owner_id, embedder, index)
+        with held.lock:
+            found = held.cosines_of(query, keys)
         missing = [uuid.UUID(int=k) for k in keys if k not in found]
         if missing:
             rows = MemoryVector.objects.filter(
@@ -260,41 +299,79 @@ class VectorCache:
     ) -> int:
         """A cosine (thousandths) that none of the owner's memories exceeds with the query,
         as of the index's version."""
-        with self._lock:
-            return self._refreshed(owner_id, embedder, index).ceiling(query)
+        held = self._refreshed(owner_id, embedder, index)
+        with held.lock:
+            return held.ceiling(query)
 
     def _refreshed(self, owner_id: int, embedder: Embedder, index: "OwnerIndex") -> OwnerVectors:
-        """The owner's vectors brought up to the index's version (call with the lock held)."""
-        from memories.models import MemoryVector
+        """The owner's vectors brought up to the index's version.
 
-        held = self._owners.get(owner_id)
+        Two recalls of one owner may read the same new rows at once; the rows are applied
+        only by a read for a later version than the one held, so a slower, older read
+        never overwrites a newer one (a row read with newer data than its version says is
+        read again once the held version passes it)."""
+        with self._table:
+            held = self._owners.get(owner_id)
+            if held is not None:
+                self._owners.move_to_end(owner_id)
         # Vectors of deleted memories stay until a reload; reload when they pile up.
         # Another generation, or a version gone back (the database was restored): the
         # cache is of another store.
-        if (
-            held is None
-            or held.embedder != embedder.name
+        if held is not None and (
+            held.embedder != embedder.name
             or held.generation != index.generation
             or held.version > index.version
             or len(held.ids) > 1.25 * index.live + 100
         ):
-            held = self._owners[owner_id] = OwnerVectors(
-                embedder.name, embedder.dimension, index.generation
-            )
-        if held.version != index.version:
-            rows = MemoryVector.objects.filter(
-                owner_id=owner_id, embedder=embedder.name, version__gt=held.version
-            ).order_by("version", "memory_id")
-            held.apply(
-                (memory_id, bytes(data))
-                for memory_id, data in rows.values_list("memory_id", "vector")
-            )
-            held.version = index.version
+            held = None
+        if held is not None and held.version >= index.version:
+            return held
+        since = held.version if held is not None else -1
+        rows = _rows_since(owner_id, embedder, since)
+        if held is None:
+            held = OwnerVectors(embedder.name, embedder.dimension, index.generation, rows=len(rows))
+        with held.lock:
+            if held.version < index.version:
+                held.apply(rows)
+                held.version = index.version
+        self._keep(owner_id, held)
         return held
 
+    def _keep(self, owner_id: int, held: OwnerVectors) -> None:
+        """Hold the owner's vectors (the newest of two loaded at once) and let the least
+        recently used other owners go while all of them pass the budget. An owner alone
+        past the budget is used, not kept."""
+        budget = self.budget
+        with self._table:
+            current = self._owners.get(owner_id)
+            if current is not held and (
+                current is None
+                or current.generation != held.generation
+                or current.embedder != held.embedder
+                or current.version <= held.version
+            ):
+                self._owners[owner_id] = held
+            self._owners.move_to_end(owner_id)
+            total = sum(kept.nbytes for kept in self._owners.values())
+            for other in list(self._owners):
+                if total <= budget:
+                    break
+                total -= self._owners.pop(other).nbytes
+
     def clear(self) -> None:
-        with self._lock:
+        with self._table:
             self._owners.clear()
+
+
+def _rows_since(owner_id: int, embedder: Embedder, version: int) -> list[tuple[uuid.UUID, bytes]]:
+    """The owner's vectors stamped after `version` (bytes empty: the memory has none now),
+    oldest first."""
+    from memories.models import MemoryVector
+
+    rows = MemoryVector.objects.filter(
+        owner_id=owner_id, embedder=embedder.name, version__gt=version
+    ).order_by("version", "memory_id")
+    return [(memory_id, bytes(data)) for memory_id, data in rows.values_list("memory_id", "vector")]
 
 
 CACHE = VectorCache()

@@ -114,6 +114,10 @@ TAPROOT_RANKING = env_choice("TAPROOT_RANKING", "taproot", ("taproot", "seed"))
 # (all-MiniLM-L6-v2, the minilm extra) and "onnx:PATH" (a sentence encoder exported to that
 # folder) are stronger and dearer (memories.onnx_embedding); "none" ranks by words alone.
 TAPROOT_EMBEDDER = env_embedder("TAPROOT_EMBEDDER", "wordllama", ("wordllama", "minilm", "none"))
+# MiB of memory vectors each worker keeps for the owners it served most recently (a
+# 100,000-memory store takes about 125 with the default embedder); past it the least
+# recently served owners are let go and read again at their next recall.
+TAPROOT_VECTOR_CACHE_MB = env_int("TAPROOT_VECTOR_CACHE_MB", 256, minimum=16)
 # Overrides for the recall ranking constants of the active profile (see
 # memories.ranking.ActivationConfig).
 TAPROOT_ACTIVATION: dict[str, object] = {}

@@ -205,6 +205,11 @@ def test_the_mcp_guards_against_slow_and_greedy_clients_are_configurable():
     assert values["TAPROOT_MCP_QUEUE_TIMEOUT"] == 0
 
 
+def test_the_vector_cache_budget_is_configurable():
+    assert loaded({})["TAPROOT_VECTOR_CACHE_MB"] == 256
+    assert loaded({"TAPROOT_VECTOR_CACHE_MB": "64"})["TAPROOT_VECTOR_CACHE_MB"] == 64
+
+
 @pytest.mark.parametrize("secret", [None, "", "   "])
 def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
     env = {"DEBUG": "0"} if secret is None else {"DEBUG": "0", "SECRET_KEY": secret}
@@ -237,6 +242,7 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
         # A body of the largest size the endpoint takes (4 MiB) must fit.
         ({"TAPROOT_MCP_BUFFER_MB": "3"}, "TAPROOT_MCP_BUFFER_MB must be at least 4"),
         ({"TAPROOT_MCP_QUEUE_TIMEOUT": "-1"}, "TAPROOT_MCP_QUEUE_TIMEOUT must be at least 0"),
+        ({"TAPROOT_VECTOR_CACHE_MB": "8"}, "TAPROOT_VECTOR_CACHE_MB must be at least 16"),
         # The per-token limit became a per-user one: an old setting is not silently ignored.
         (
             {"TAPROOT_MCP_REQUESTS_PER_TOKEN": "5"},
