@@ -1,8 +1,10 @@
 """The systemd units in deploy/: what systemd itself makes of them, and the settings the
 server's unit must keep."""
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,13 +20,18 @@ def systemd_analyze() -> None:
     require_tool(shutil.which("systemd-analyze") is not None, "systemd-analyze is not installed")
 
 
-def check_units(folder: Path = DEPLOY) -> subprocess.CompletedProcess[str]:
+def check_units(folder: Path = DEPLOY, root: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if not (root / ".venv" / "bin" / "python").exists():
+        # A checkout tested from another environment: the units' Python is this one.
+        env["TAPROOT_UNIT_PYTHON"] = sys.executable
     return subprocess.run(
-        [str(ROOT / ".ci" / "check-units"), str(folder)],
+        [str(root / ".ci" / "check-units"), str(folder)],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env=env,
     )
 
 
@@ -43,6 +50,18 @@ def test_systemd_analyze_finds_nothing_to_say_about_the_units(systemd_analyze):
     assert checked.returncode == 0, checked.stdout + checked.stderr
     for unit in ("taproot.service", "taproot-backup.service", "taproot-backup.timer"):
         assert unit in checked.stdout
+
+
+def test_the_units_check_passes_in_a_checkout_without_a_venv(systemd_analyze, tmp_path):
+    checkout = tmp_path / "checkout"
+    for part in (".ci", "deploy", "scripts"):
+        shutil.copytree(ROOT / part, checkout / part)
+
+    checked = check_units(checkout / "deploy", root=checkout)
+
+    assert not (checkout / ".venv").exists()
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "taproot-backup.service" in checked.stdout
 
 
 def test_a_setting_systemd_would_ignore_fails_the_check(systemd_analyze, tmp_path):
