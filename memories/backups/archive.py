@@ -200,6 +200,12 @@ def read_archive(
                 extracted[name] = (target, copied, sha256)
             bar.update(size - bar.n)  # the tar's own headers and padding
     except (tarfile.TarError, EOFError) as error:
+        if _looks_like_json(path):
+            raise BackupError(
+                f"{path} is not a backup but looks like an export (JSON, as export_taproot "
+                "writes): to bring its memories into an account, use `python manage.py "
+                f"import_taproot {path} --user NAME`."
+            ) from None
         raise BackupError(f"{damaged}: {error}.") from None
     except OSError as error:
         raise BackupError(f"Cannot read {path}: {error.strerror or error}.") from None
@@ -215,6 +221,15 @@ def read_archive(
             "Restore another backup."
         )
     return manifest, database
+
+
+def _looks_like_json(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            start = file.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    return start[:1] in (b"{", b"[")
 
 
 def _link_free_name(partial: Path, folder: Path, taken_at: datetime) -> Path:

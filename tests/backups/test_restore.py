@@ -214,6 +214,20 @@ REFUSED = {
 }
 
 
+def test_an_export_given_to_restore_points_to_import_taproot(store, user, tmp_path):
+    export = tmp_path / "alice.json"
+    call_command("export_taproot", "--user", user.username, "--output", str(export))
+    before = whole_database()
+
+    with pytest.raises(CommandError) as refused:
+        restore(str(export), "--force", "--output", str(tmp_path / "kept"))
+
+    assert "looks like an export" in str(refused.value)
+    assert f"import_taproot {export} --user NAME" in str(refused.value)
+    assert whole_database() == before
+    assert not (tmp_path / "kept").exists()
+
+
 def test_a_bad_backup_is_refused_with_a_clear_message_and_changes_nothing(store, tmp_path):
     """Each kind of bad file, tried with --force on a database that holds data: refused
     before --force backs anything up, and nothing in the database changes."""
