@@ -127,3 +127,33 @@ def test_the_readme_shows_the_backup_job_as_deploy_holds_it():
     command = settings_of(DEPLOY / "taproot-backup.service")["ExecStart"][0]
     cron = next(line for line in readme.splitlines() if line.startswith("30 3 * * *"))
     assert cron.endswith(command.replace("/srv/taproot/.venv", ".venv"))
+
+
+def units_the_readme_shows() -> dict[str, str]:
+    """Each unit file the README shows, by the name its `# /etc/systemd/system/…` line gives."""
+    units: dict[str, str] = {}
+    name = None
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("# /etc/systemd/system/"):
+            name = line.rsplit("/", 1)[1]
+            units[name] = ""
+        elif line.startswith("```"):
+            name = None
+        elif name is not None:
+            units[name] += line + "\n"
+    return units
+
+
+def test_every_unit_shown_or_shipped_runs_as_the_taproot_user():
+    units = units_the_readme_shows()
+    for unit in DEPLOY.iterdir():
+        units[f"deploy/{unit.name}"] = unit.read_text()
+    timers = [name for name in units if name.endswith(".timer")]
+    assert "taproot-cleanup.timer" in timers and "deploy/taproot-backup.timer" in timers
+
+    for name, text in units.items():
+        if name.endswith(".service"):
+            assert "\nUser=taproot\n" in text, f"{name} would run as root"
+    for timer in timers:
+        # A timer starts the service of its name, which is what needs the User= line.
+        assert timer.removesuffix(".timer") + ".service" in units, timer
