@@ -155,6 +155,8 @@ MIDDLEWARE = [
     "oauth.requestlog.OAuthRequestLogMiddleware",
     "oauth.cors.LoopbackCorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads the Host header: /healthz answers a probe on 127.0.0.1.
+    "taproot_site.health.LoopbackHealthMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
