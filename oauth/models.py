@@ -30,3 +30,19 @@ class ExchangedCode(models.Model):
 
     def __str__(self) -> str:
         return f"Exchanged code #{self.pk}"
+
+
+class LoginFailure(models.Model):
+    """A failed sign-in, kept to slow down guessing one account from many addresses
+    (taproot_site.login) and to tell the owner about it when they next sign in. The
+    address is the network: an IPv6 /64 counts as one, since one host holds all of it."""
+
+    username = models.CharField(max_length=150)
+    network = models.CharField(max_length=64, blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["username", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.username} from {self.network or 'an unknown address'} at {self.at}"

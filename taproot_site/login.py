@@ -10,6 +10,7 @@ guards (the sign-in page before the dashboard and the OAuth consent, and the adm
 import ipaddress
 import logging
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,8 +20,10 @@ from django.conf import settings
 from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 
+from oauth.slowdown import seconds_to_wait
 from oauth.throttle import client_ip
 
 logger = logging.getLogger("taproot.login")
@@ -28,15 +31,20 @@ logger = logging.getLogger("taproot.login")
 
 def client_address(request: HttpRequest) -> str | None:
     """The address failures are counted for: the OAuth registration limit's rule
-    (REMOTE_ADDR, or X-Forwarded-For only from a trusted proxy).
+    (REMOTE_ADDR, or X-Forwarded-For only from a trusted proxy), an IPv6 address as the
+    first address of its /64.
 
     None when that is not an IP address (a Unix socket): the database column holds only
     addresses, and such requests then share one count per account.
     """
     try:
-        return str(ipaddress.ip_address(client_ip(request)))
+        ip = ipaddress.ip_address(client_ip(request))
     except ValueError:
         return None
+    if ip.version == 6:
+        # One host holds a whole /64: counted per address, it could guess for ever.
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False).network_address)
+    return str(ip)
 
 
 def locked_until(username: str, address: str | None) -> datetime:
@@ -77,3 +85,34 @@ def lockout_response(request: HttpRequest, *args: Any) -> HttpResponse:
     # Logged above; Django's "Too Many Requests" warning would say it again, with less.
     response._has_been_logged = True  # type: ignore[attr-defined]
     return response
+
+
+class LoginSlowdownMiddleware:
+    """Answers a sign-in attempt at an account being guessed from many addresses (see
+    oauth.slowdown) with 429 and how many seconds to wait, before the password is tried."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method == "POST" and request.path_info in _login_paths():
+            username = request.POST.get("username", "")
+            wait = seconds_to_wait(username, now=timezone.now()) if username else 0
+            if wait:
+                logger.warning(
+                    "login slowed: %r waits %d s (many addresses failed)", username, wait
+                )
+                response = render(
+                    request,
+                    "registration/slowed_down.html",
+                    {"username": username, "seconds": wait},
+                    status=429,
+                )
+                response["Retry-After"] = str(wait)
+                response._has_been_logged = True  # type: ignore[attr-defined]
+                return response
+        return self.get_response(request)
+
+
+def _login_paths() -> set[str]:
+    return {reverse("login"), reverse("admin:login")}

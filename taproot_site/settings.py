@@ -38,12 +38,20 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env_bool("DEBUG", True)
 
 SECRET_KEY = env_str("SECRET_KEY")
+_MAKE_A_KEY = "`python3 -c 'import secrets; print(secrets.token_urlsafe(50))'`"
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "SECRET_KEY must be set when DEBUG is off: generate one with "
-            "`python3 -c 'import secrets; print(secrets.token_urlsafe(50))'`."
+            f"SECRET_KEY must be set when DEBUG is off: generate one with {_MAKE_A_KEY}."
         )
+elif not DEBUG and ("change-me" in SECRET_KEY or len(SECRET_KEY) < 50):
+    # The example file's placeholder, or a key short enough to guess: sessions, the
+    # import ids and password resets all hang on it, on a server the internet reaches.
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the example's placeholder or shorter than 50 characters, and DEBUG "
+        f"is off: replace it with the output of {_MAKE_A_KEY}."
+    )
+if not SECRET_KEY:
     SECRET_KEY = "django-insecure-local-development-only-do-not-deploy"
 
 # Unset, the public URL is where the run command listens (HOST, PORT), so that a server
@@ -151,6 +159,8 @@ MIDDLEWARE = [
     "oauth.requestlog.OAuthRequestLogMiddleware",
     "oauth.cors.LoopbackCorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads the Host header: /healthz answers a probe on 127.0.0.1.
+    "taproot_site.health.LoopbackHealthMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -160,6 +170,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Before axes: an account guessed at from many addresses waits, whatever the address.
+    "taproot_site.login.LoginSlowdownMiddleware",
     # Last, as django-axes asks: it turns a refused login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]

@@ -58,7 +58,7 @@ def index(request: DashboardRequest) -> HttpResponse:
     status = 400 if form.errors else 200
     if _wants_fragment(request, "memory-list"):
         context["counts"] = Memory.objects.for_owner(request.user).state_counts()
-        return render(request, "dashboard/index.html#memory-list", context, status=status)
+        return render(request, "dashboard/memory_list_update.html", context, status=status)
     overview = store_overview(request.user, now=now)
     context.update(counts=overview.counts, preview=overview.preview)
     context.update(panel_context(request.user))

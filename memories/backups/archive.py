@@ -13,12 +13,13 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import tarfile
 import tempfile
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO
 
@@ -44,24 +45,66 @@ class BackupFile:
 
 
 def backups_in(folder: Path) -> list[BackupFile]:
-    """The backups in `folder` (files named as this module names them), oldest first."""
+    """The backups in `folder` (regular files named as this module names them, never a
+    link), oldest first."""
     found = []
     for path in folder.iterdir():
         match = NAME.match(path.name)
-        if match and path.is_file():
+        if match and not path.is_symlink() and path.is_file():
             found.append(BackupFile(match["stamp"], int(match["sequence"] or 1), path))
     return sorted(found)
 
 
-def prune(folder: Path, *, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` backups in `folder`; the paths deleted. Files
-    not named like a backup are never touched."""
+@dataclass(frozen=True)
+class Pruned:
+    """What retention did: the backups deleted, and those left alone because their
+    names carry a time later than now (a clock that once ran ahead)."""
+
+    removed: list[Path]
+    from_the_future: list[Path]
+
+
+def prune(folder: Path, *, keep: int, written: Path | None = None, now: datetime) -> Pruned:
+    """Delete all but the newest `keep` backups in `folder`. Files not named like a
+    backup, links and anything not a regular file are never touched; nor is `written`,
+    the backup just made; nor a backup stamped later than `now`, which is neither
+    counted nor deleted, since its time cannot be trusted to say how old it is."""
     if keep < 1:
         raise BackupError("--keep must be at least 1: it counts the backups to keep.")
+    latest = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    backups = backups_in(folder)
+    future = [b.path for b in backups if b.stamp > latest and b.path != written]
+    counted = [b for b in backups if b.stamp <= latest or b.path == written]
     removed = []
-    for old in backups_in(folder)[:-keep]:
-        old.path.unlink()
+    for old in counted[:-keep]:
+        if old.path == written:
+            continue
+        old.path.unlink(missing_ok=True)
         removed.append(old.path)
+    return Pruned(removed, future)
+
+
+def remove_stale_work(folder: Path, *, now: datetime, older_than: timedelta) -> list[Path]:
+    """Delete the hidden `.taproot-*` work folders and partial files that a backup or
+    restore killed midway left in `folder`, once older than `older_than`: each holds a
+    whole copy of the database. Younger ones may belong to a backup running now."""
+    removed = []
+    cutoff = (now - older_than).timestamp()
+    for path in folder.iterdir():
+        if not path.name.startswith(".taproot-") or path.is_symlink():
+            continue
+        try:
+            if path.stat().st_mtime > cutoff:
+                continue
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.is_file():
+                path.unlink()
+            else:
+                continue
+        except OSError:
+            continue  # someone else's to clean; the next backup tries again
+        removed.append(path)
     return removed
 
 
@@ -157,6 +200,12 @@ def read_archive(
                 extracted[name] = (target, copied, sha256)
             bar.update(size - bar.n)  # the tar's own headers and padding
     except (tarfile.TarError, EOFError) as error:
+        if _looks_like_json(path):
+            raise BackupError(
+                f"{path} is not a backup but looks like an export (JSON, as export_taproot "
+                "writes): to bring its memories into an account, use `python manage.py "
+                f"import_taproot {path} --user NAME`."
+            ) from None
         raise BackupError(f"{damaged}: {error}.") from None
     except OSError as error:
         raise BackupError(f"Cannot read {path}: {error.strerror or error}.") from None
@@ -172,6 +221,15 @@ def read_archive(
             "Restore another backup."
         )
     return manifest, database
+
+
+def _looks_like_json(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            start = file.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    return start[:1] in (b"{", b"[")
 
 
 def _link_free_name(partial: Path, folder: Path, taken_at: datetime) -> Path:

@@ -3,7 +3,7 @@
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -11,11 +11,19 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from memories.backups import postgres, sqlite
-from memories.backups.archive import prepare_folder, read_archive, write_archive
+from memories.backups.archive import (
+    prepare_folder,
+    read_archive,
+    remove_stale_work,
+    write_archive,
+)
 from memories.backups.errors import BackupError
 from memories.backups.manifest import POSTGRESQL, REQUESTED, SQLITE, Manifest
 from memories.backups.progress import Progress
 from memories.backups.state import people_counts
+
+# A work folder this old belongs to no backup or restore still running.
+STALE_WORK = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,13 @@ def take_backup(
     prepare_folder(folder)
     connection = connections[using]
     taken_at = datetime.now(UTC)
+    # Work left by a backup or restore killed midway: a whole copy of the database each.
+    places = {folder}
+    if connection.vendor == "sqlite":
+        places.add(Path(connection.settings_dict["NAME"]).parent)
+    for place in places:
+        if place.is_dir():
+            remove_stale_work(place, now=taken_at, older_than=STALE_WORK)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".taproot-") as work:
         if connection.vendor == "sqlite":
             database = Path(work) / "database.sqlite3"

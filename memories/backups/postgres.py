@@ -32,6 +32,10 @@ from memories.backups.progress import Progress
 
 # "3342; 0 20355 TABLE DATA public memories_memory postgres" in `pg_restore --list`.
 TABLE_DATA = re.compile(r"^\d+; \d+ \d+ TABLE DATA (?P<schema>\S+) (?P<table>\S+) ")
+# 'ID; 2620 16523 TRIGGER public memories_memory sneaky postgres', 'VIEW public name owner'.
+TRIGGER_OR_VIEW = re.compile(
+    r"^\d+; \d+ \d+ (?P<kind>TRIGGER|VIEW) (?P<schema>\S+) (?P<tag>.+) (?P<owner>\S+)$"
+)
 # pg_dump --verbose: 'pg_dump: dumping contents of table "public.memories_memory"'.
 DUMPING = "dumping contents of table"
 # pg_restore's script marks each table's rows with this comment.
@@ -112,6 +116,24 @@ def read_dump(path: Path, tables: set[str], *, what: str, progress: Progress) ->
             f"{what} is damaged: it lacks the rows of tables " + ", ".join(missing[:5]) + "."
         )
     return len(held)
+
+
+def triggers_and_views(path: Path) -> list[str]:
+    """The triggers and views in a (checked) dump, as "trigger NAME on TABLE" and
+    "view NAME", from its table of contents."""
+    pg_restore = shutil.which("pg_restore") or "pg_restore"
+    listed = subprocess.run(
+        [pg_restore, "--list", str(path)], capture_output=True, text=True, check=False
+    )
+    found = []
+    for line in listed.stdout.splitlines():
+        if match := TRIGGER_OR_VIEW.match(line):
+            if match["kind"] == "TRIGGER":
+                table, _, name = match["tag"].partition(" ")
+                found.append(f"trigger {name} on {table}")
+            else:
+                found.append(f"view {match['tag']}")
+    return found
 
 
 def held_rows(connection: Any) -> dict[str, int]:

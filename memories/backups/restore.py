@@ -18,7 +18,12 @@ from memories.backups.backup import Backup, take_backup
 from memories.backups.errors import BackupError
 from memories.backups.manifest import BEFORE_RESTORE, KINDS, POSTGRESQL, SQLITE, Manifest
 from memories.backups.progress import Progress
-from memories.backups.state import check_migrations_known, describe_held, held_data
+from memories.backups.state import (
+    check_migrations_known,
+    check_no_foreign_objects,
+    describe_held,
+    held_data,
+)
 from memories.conf import embedder, ranking_profile
 from memories.indexing import index_mismatch
 from memories.models import Memory, MemoryVector, RecallIndex
@@ -72,11 +77,13 @@ def restore_backup(
                 raise BackupError(
                     f"{path} is damaged: its database does not hold the rows its manifest lists."
                 )
+            check_no_foreign_objects(sqlite.triggers_and_views(database), path)
             held = held_data(sqlite.held_rows(target))
         else:
             data_tables = postgres.read_dump(
                 database, set(manifest.tables), what=f"The database in {path}", progress=progress
             )
+            check_no_foreign_objects(postgres.triggers_and_views(database), path)
             held = held_data(postgres.held_rows(connection))
         before = None
         if held:

@@ -87,6 +87,22 @@ def read_copy(
         copy.close()
 
 
+def triggers_and_views(path: Path) -> list[str]:
+    """The triggers and views in a (checked) copy, as "trigger NAME on TABLE" and
+    "view NAME"."""
+    copy = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        found = copy.execute(
+            "SELECT type, name, tbl_name FROM sqlite_master WHERE type IN ('trigger', 'view')"
+        ).fetchall()
+    finally:
+        copy.close()
+    return [
+        f"trigger {name} on {table}" if kind == "trigger" else f"view {name}"
+        for kind, name, table in found
+    ]
+
+
 def held_rows(path: Path) -> dict[str, int]:
     """Every table's rows in the SQLite database at `path`; none when there is none."""
     if not path.exists() or path.stat().st_size == 0:

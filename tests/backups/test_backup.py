@@ -1,8 +1,10 @@
 """backup_taproot: the whole database in one checked file, named with the time."""
 
+import os
 import re
 import stat
 import subprocess
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -102,7 +104,8 @@ def test_backups_of_the_same_second_are_numbered_and_kept_in_order(tmp_path):
         "taproot-20261202T033000Z-3.tar",
     ]
     assert [b.path for b in backups_in(folder)] == made
-    assert prune(folder, keep=1) == made[:2]
+    pruned = prune(folder, keep=1, now=datetime(2026, 12, 3, tzinfo=UTC))
+    assert pruned.removed == made[:2]
 
 
 def _a_manifest():
@@ -173,3 +176,66 @@ def test_a_missing_pg_dump_is_named_with_how_to_install_it(store, tmp_path, monk
     major = connection.pg_version // 10000
     assert f"postgresql-client-{major}" in message
     assert list(folder.iterdir()) == []  # no half-made file
+
+
+@pytest.mark.django_db(transaction=True)
+def test_keep_never_deletes_the_new_backup_when_others_are_stamped_in_the_future(store, tmp_path):
+    future = [tmp_path / f"taproot-2099010{day}T030000Z.tar" for day in (1, 2)]
+    for path in future:
+        path.write_bytes(b"a backup from a clock that ran ahead")
+    errors = StringIO()
+
+    said = StringIO()
+    call_command(
+        "backup_taproot", "--output", str(tmp_path), "--keep", "2", stdout=said, stderr=errors
+    )
+
+    made = [b.path for b in backups_in(tmp_path) if not b.stamp.startswith("2099")]
+    assert len(made) == 1 and made[0].exists()
+    assert manifest_of(made[0]).counts["memories"] == 3
+    assert all(path.exists() for path in future)  # suspect, so not deleted either
+    assert "later than now" in errors.getvalue()
+    assert future[0].name in errors.getvalue()
+    assert "Deleted" not in said.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_keep_counts_only_regular_files_and_never_follows_a_link(store, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = elsewhere / "precious.tar"
+    target.write_bytes(b"not ours to delete")
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    (folder / "taproot-20260101T030000Z.tar").symlink_to(target)
+    (folder / "taproot-20260102T030000Z.tar").mkdir()
+    old = folder / "taproot-20260103T030000Z.tar"
+    old.write_bytes(b"an older backup")
+
+    backup("--output", str(folder), "--keep", "1")
+
+    assert target.exists() and (folder / "taproot-20260101T030000Z.tar").is_symlink()
+    assert (folder / "taproot-20260102T030000Z.tar").is_dir()
+    assert not old.exists()
+    assert len(backups_in(folder)) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_backup_removes_work_folders_left_by_a_killed_one_a_day_later(store, tmp_path):
+    aged = tmp_path / ".taproot-abc123"
+    aged.mkdir()
+    (aged / "database.sqlite3").write_bytes(b"a whole copy of the database")
+    aged_partial = tmp_path / ".taproot-def456.partial"
+    aged_partial.write_bytes(b"half a backup")
+    two_days_ago = time.time() - 2 * 86400
+    for path in (aged / "database.sqlite3", aged, aged_partial):
+        os.utime(path, (two_days_ago, two_days_ago))
+    fresh = tmp_path / ".taproot-running"
+    fresh.mkdir()
+    (fresh / "database.sqlite3").write_bytes(b"a backup running now")
+
+    backup("--output", str(tmp_path))
+
+    assert not aged.exists() and not aged_partial.exists()
+    assert (fresh / "database.sqlite3").exists()
+    assert len(backups_in(tmp_path)) == 1

@@ -11,9 +11,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from oauth2_provider.models import get_access_token_model
 
 from memories.backups.archive import MANIFEST
+from memories.backups.state import MIGRATION_MADE_TRIGGERS_AND_VIEWS
 from memories.models import Memory
 from tests.backups.support import (
     database_of,
@@ -212,6 +214,80 @@ REFUSED = {
     "a newer Taproot": (_from_a_newer_taproot, "memories.0999_from_the_future"),
     "no such file": (_missing, "There is no backup file at"),
 }
+
+
+def live_triggers_and_views():
+    """What the migrations made in the test database, read as each database lists it."""
+    with connection.cursor() as cursor:
+        if is_postgres():
+            cursor.execute(
+                "SELECT 'trigger ' || t.tgname || ' on ' || c.relname FROM pg_trigger t "
+                "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE NOT t.tgisinternal AND n.nspname = "
+                "current_schema() UNION SELECT 'view ' || viewname FROM pg_views "
+                "WHERE schemaname = current_schema()"
+            )
+        else:
+            cursor.execute(
+                "SELECT CASE type WHEN 'trigger' THEN 'trigger ' || name || ' on ' || tbl_name "
+                "ELSE 'view ' || name END FROM sqlite_master WHERE type IN ('trigger', 'view')"
+            )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_the_triggers_and_views_a_restore_allows_are_those_the_migrations_make():
+    assert live_triggers_and_views() == MIGRATION_MADE_TRIGGERS_AND_VIEWS
+
+
+def test_a_backup_holding_a_trigger_and_a_view_is_refused_naming_them(store, tmp_path):
+    with connection.cursor() as cursor:
+        if is_postgres():
+            cursor.execute(
+                "CREATE FUNCTION sneaky() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN NEW.content := 'rewritten'; RETURN NEW; END $$"
+            )
+            cursor.execute(
+                "CREATE TRIGGER sneaky BEFORE INSERT ON memories_memory "
+                "FOR EACH ROW EXECUTE FUNCTION sneaky()"
+            )
+        else:
+            cursor.execute(
+                "CREATE TRIGGER sneaky AFTER INSERT ON memories_memory "
+                "BEGIN UPDATE memories_memory SET content = 'rewritten' WHERE rowid = NEW.rowid; "
+                "END"
+            )
+        cursor.execute("CREATE VIEW peek AS SELECT content FROM memories_memory")
+    made = backup_into(tmp_path / "backups")  # its manifest made to match, as a forger's
+    with connection.cursor() as cursor:
+        cursor.execute("DROP VIEW peek")
+        cursor.execute("DROP TRIGGER sneaky" + (" ON memories_memory" if is_postgres() else ""))
+        if is_postgres():
+            cursor.execute("DROP FUNCTION sneaky()")
+    before = whole_database()
+
+    with pytest.raises(CommandError) as refused:
+        restore(str(made), "--force", "--output", str(tmp_path / "kept"))
+
+    message = str(refused.value)
+    assert "trigger sneaky on memories_memory" in message and "view peek" in message
+    assert "Taproot's migrations do not make" in message
+    assert whole_database() == before
+    assert not (tmp_path / "kept").exists()
+    assert live_triggers_and_views() == MIGRATION_MADE_TRIGGERS_AND_VIEWS
+
+
+def test_an_export_given_to_restore_points_to_import_taproot(store, user, tmp_path):
+    export = tmp_path / "alice.json"
+    call_command("export_taproot", "--user", user.username, "--output", str(export))
+    before = whole_database()
+
+    with pytest.raises(CommandError) as refused:
+        restore(str(export), "--force", "--output", str(tmp_path / "kept"))
+
+    assert "looks like an export" in str(refused.value)
+    assert f"import_taproot {export} --user NAME" in str(refused.value)
+    assert whole_database() == before
+    assert not (tmp_path / "kept").exists()
 
 
 def test_a_bad_backup_is_refused_with_a_clear_message_and_changes_nothing(store, tmp_path):

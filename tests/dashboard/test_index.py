@@ -241,6 +241,27 @@ def test_a_bad_filter_choice_is_reported_without_echoing_it(logged_in, field):
     assert "s" * 100 not in response.text
 
 
+def test_a_bad_filter_is_explained_at_the_top_of_the_page_before_the_store(logged_in):
+    response = logged_in.get(URL, {"sort": "sideways"})
+
+    html = response.text
+    alert = html.index("Some filters could not be used")
+    assert html.index('id="memories-heading"') < alert < html.index('id="store-counts"')
+    assert alert < html.index('id="filters"')
+
+
+def test_a_list_update_also_replaces_the_explanation_at_the_top(logged_in, make_memory):
+    make_memory()
+
+    fixed = logged_in.get(URL, {"sort": "salience"}, **htmx("memory-list"))
+    broken = logged_in.get(URL, {"sort": "sideways"}, **htmx("memory-list"))
+
+    assert '<div id="filter-errors" hx-swap-oob="true">' in fixed.text
+    assert "could not be used" not in fixed.text
+    assert '<div id="filter-errors" hx-swap-oob="true">' in broken.text
+    assert "could not be used" in broken.text
+
+
 @pytest.mark.parametrize("page", ["99", "0", "-1", "abc", "1.5"])
 def test_a_page_number_out_of_range_or_not_a_number_still_shows_a_page(
     logged_in, make_memory, page

@@ -1,8 +1,10 @@
 """The systemd units in deploy/: what systemd itself makes of them, and the settings the
 server's unit must keep."""
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,13 +20,18 @@ def systemd_analyze() -> None:
     require_tool(shutil.which("systemd-analyze") is not None, "systemd-analyze is not installed")
 
 
-def check_units(folder: Path = DEPLOY) -> subprocess.CompletedProcess[str]:
+def check_units(folder: Path = DEPLOY, root: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if not (root / ".venv" / "bin" / "python").exists():
+        # A checkout tested from another environment: the units' Python is this one.
+        env["TAPROOT_UNIT_PYTHON"] = sys.executable
     return subprocess.run(
-        [str(ROOT / ".ci" / "check-units"), str(folder)],
+        [str(root / ".ci" / "check-units"), str(folder)],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env=env,
     )
 
 
@@ -43,6 +50,18 @@ def test_systemd_analyze_finds_nothing_to_say_about_the_units(systemd_analyze):
     assert checked.returncode == 0, checked.stdout + checked.stderr
     for unit in ("taproot.service", "taproot-backup.service", "taproot-backup.timer"):
         assert unit in checked.stdout
+
+
+def test_the_units_check_passes_in_a_checkout_without_a_venv(systemd_analyze, tmp_path):
+    checkout = tmp_path / "checkout"
+    for part in (".ci", "deploy", "scripts"):
+        shutil.copytree(ROOT / part, checkout / part)
+
+    checked = check_units(checkout / "deploy", root=checkout)
+
+    assert not (checkout / ".venv").exists()
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "taproot-backup.service" in checked.stdout
 
 
 def test_a_setting_systemd_would_ignore_fails_the_check(systemd_analyze, tmp_path):
@@ -108,3 +127,33 @@ def test_the_readme_shows_the_backup_job_as_deploy_holds_it():
     command = settings_of(DEPLOY / "taproot-backup.service")["ExecStart"][0]
     cron = next(line for line in readme.splitlines() if line.startswith("30 3 * * *"))
     assert cron.endswith(command.replace("/srv/taproot/.venv", ".venv"))
+
+
+def units_the_readme_shows() -> dict[str, str]:
+    """Each unit file the README shows, by the name its `# /etc/systemd/system/…` line gives."""
+    units: dict[str, str] = {}
+    name = None
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("# /etc/systemd/system/"):
+            name = line.rsplit("/", 1)[1]
+            units[name] = ""
+        elif line.startswith("```"):
+            name = None
+        elif name is not None:
+            units[name] += line + "\n"
+    return units
+
+
+def test_every_unit_shown_or_shipped_runs_as_the_taproot_user():
+    units = units_the_readme_shows()
+    for unit in DEPLOY.iterdir():
+        units[f"deploy/{unit.name}"] = unit.read_text()
+    timers = [name for name in units if name.endswith(".timer")]
+    assert "taproot-cleanup.timer" in timers and "deploy/taproot-backup.timer" in timers
+
+    for name, text in units.items():
+        if name.endswith(".service"):
+            assert "\nUser=taproot\n" in text, f"{name} would run as root"
+    for timer in timers:
+        # A timer starts the service of its name, which is what needs the User= line.
+        assert timer.removesuffix(".timer") + ".service" in units, timer

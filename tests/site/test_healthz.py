@@ -37,3 +37,28 @@ def test_the_site_root_leads_to_the_dashboard(client):
     response = client.get("/")
     assert response.status_code == 302
     assert response["Location"] == "/dashboard/"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost", "[::1]:8000", "127.0.0.1"])
+def test_healthz_answers_a_probe_on_loopback_whatever_allowed_hosts_says(client, settings, host):
+    settings.ALLOWED_HOSTS = ["taproot.example.com"]
+
+    response = client.get("/healthz", HTTP_HOST=host)
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("path", "host"),
+    [
+        ("/healthz", "evil.example"),
+        ("/healthz", "127.0.0.1.evil.example"),
+        ("/accounts/login/", "127.0.0.1"),
+        ("/dashboard/", "localhost:8000"),
+    ],
+)
+def test_other_hosts_and_other_paths_still_meet_the_host_check(client, settings, path, host):
+    settings.ALLOWED_HOSTS = ["taproot.example.com"]
+
+    assert client.get(path, HTTP_HOST=host).status_code == 400

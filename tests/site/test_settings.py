@@ -218,6 +218,22 @@ def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
 
 
 @pytest.mark.parametrize(
+    "secret",
+    ["change-me-to-a-long-random-string", "change-me-" + "x" * 60, "short-but-not-a-placeholder"],
+)
+def test_without_debug_a_placeholder_or_short_secret_key_refuses_to_start(secret):
+    with pytest.raises(ImproperlyConfigured) as refused:
+        settings_under({"DEBUG": "0", "SECRET_KEY": secret})
+    message = str(refused.value)
+    assert "placeholder or shorter than 50 characters" in message
+    assert "python3 -c 'import secrets; print(secrets.token_urlsafe(50))'" in message
+
+
+def test_with_debug_on_a_short_secret_key_is_allowed():
+    assert settings_under({"DEBUG": "1", "SECRET_KEY": "dev"})["SECRET_KEY"] == "dev"
+
+
+@pytest.mark.parametrize(
     ("env", "says"),
     [
         ({"DEBUG": "maybe"}, "DEBUG must be 1 or 0"),

@@ -1,3 +1,4 @@
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,21 @@ class Command(BaseCommand):
         folder: Path = options["output"] or default_folder()
         try:
             backup = take_backup(folder, progress=Progress.on_terminal())
-            removed = prune(folder, keep=keep) if keep is not None else []
+            pruned = (
+                prune(folder, keep=keep, written=backup.path, now=datetime.now(UTC))
+                if keep is not None
+                else None
+            )
         except BackupError as error:
             raise CommandError(error.message) from None
+        if pruned is not None and pruned.from_the_future:
+            self.stderr.write(
+                f"{len(pruned.from_the_future)} backup(s) in {folder} are named with a time "
+                "later than now, so the clock that named them was wrong or this one is: they "
+                "were neither counted toward --keep nor deleted. Check them and remove them "
+                "yourself: " + ", ".join(path.name for path in pruned.from_the_future)
+            )
+        removed = pruned.removed if pruned is not None else []
         if options["verbosity"] == 0:
             return
         size = backup.path.stat().st_size
