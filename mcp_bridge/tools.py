@@ -439,10 +439,13 @@ DEFINITIONS: list[ToolDefinition] = [
             "count, results, warnings?} with every field of each memory and its "
             "activation_score (and reflect_hint?, as for taproot_remember); ids that are "
             "malformed, ambiguous or name no live memory of yours are skipped and named in "
-            "warnings. Recalled memories count as used, which keeps them in the catalog; "
-            "archived ones never come back."
+            "warnings. Changes no memory: it only records that the recalled ones were used, "
+            "which orders future results and keeps them in the catalog; archived ones never "
+            "come back."
         ),
-        annotations=_hints(read_only=False),
+        # Recording use is bookkeeping, like a file's access time; a write hint would make
+        # Claude.ai ask the person before every recall.
+        annotations=_hints(read_only=True),
     ),
     ToolDefinition(
         taproot_promote,
