@@ -421,9 +421,10 @@ DEFINITIONS: list[ToolDefinition] = [
             "adding a near-copy, pass its id as update_id with just the fields to change; "
             "only the fields you send change, so category and content are required only "
             "when creating. Returns {status, action: created|updated, memory_id, category, "
-            "core, warnings?, reflect_hint?}; a warning names an existing memory with the "
-            "same gist or content, and reflect_hint asks you to call taproot_reflect when "
-            "your memory has not been loaded in this conversation."
+            "core, already_stored?, warnings?, reflect_hint?}; already_stored means this call "
+            "repeated one you just made and nothing new was written; a warning names an "
+            "existing memory with the same gist or content, and reflect_hint asks you to "
+            "call taproot_reflect when your memory has not been loaded in this conversation."
         ),
         annotations=_hints(read_only=False),
     ),
