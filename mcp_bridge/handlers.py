@@ -172,6 +172,8 @@ def remember(
         "category": memory.category,
         "core": memory.core,
     }
+    if done.already_stored:
+        reply["already_stored"] = True
     return with_reflect_hint(_warned(reply, warnings), owner, now=now)
 
 
@@ -651,15 +653,18 @@ def close(
     text = read.require_text(read.trimmed(reflection), field="reflection", limit=MAX_REFLECTION)
     title = read.optional_text(conversation_title, field="conversation_title", limit=MAX_TITLE)
     url = read.optional_text(conversation_url, field="conversation_url")
-    closing = services.close(
+    closed = services.close(
         owner=owner, reflection=text, conversation_title=title, conversation_url=url, now=now
     )
-    return {
+    reply: Reply = {
         "status": "ok",
         "action": "closed",
-        "reflection_id": str(closing.pk),
+        "reflection_id": str(closed.closing.pk),
         "message": CLOSING_MESSAGE,
     }
+    if closed.already_stored:
+        reply["already_stored"] = True
+    return reply
 
 
 def status(*, owner: User, now: datetime | None = None) -> Reply:

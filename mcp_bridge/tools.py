@@ -421,9 +421,10 @@ DEFINITIONS: list[ToolDefinition] = [
             "adding a near-copy, pass its id as update_id with just the fields to change; "
             "only the fields you send change, so category and content are required only "
             "when creating. Returns {status, action: created|updated, memory_id, category, "
-            "core, warnings?, reflect_hint?}; a warning names an existing memory with the "
-            "same gist or content, and reflect_hint asks you to call taproot_reflect when "
-            "your memory has not been loaded in this conversation."
+            "core, already_stored?, warnings?, reflect_hint?}; already_stored means this call "
+            "repeated one you just made and nothing new was written; a warning names an "
+            "existing memory with the same gist or content, and reflect_hint asks you to "
+            "call taproot_reflect when your memory has not been loaded in this conversation."
         ),
         annotations=_hints(read_only=False),
     ),
@@ -439,10 +440,13 @@ DEFINITIONS: list[ToolDefinition] = [
             "count, results, warnings?} with every field of each memory and its "
             "activation_score (and reflect_hint?, as for taproot_remember); ids that are "
             "malformed, ambiguous or name no live memory of yours are skipped and named in "
-            "warnings. Recalled memories count as used, which keeps them in the catalog; "
-            "archived ones never come back."
+            "warnings. Changes no memory: it only records that the recalled ones were used, "
+            "which orders future results and keeps them in the catalog; archived ones never "
+            "come back."
         ),
-        annotations=_hints(read_only=False),
+        # Recording use is bookkeeping, like a file's access time; a write hint would make
+        # Claude.ai ask the person before every recall.
+        annotations=_hints(read_only=True),
     ),
     ToolDefinition(
         taproot_promote,

@@ -1,6 +1,7 @@
 """Settings read at call time, so tests can override them."""
 
 import dataclasses
+from datetime import timedelta
 
 from django.conf import settings
 
@@ -53,3 +54,8 @@ def reflect_max_tokens() -> int:
 def reflect_nudge_hours() -> int:
     """After this many hours without a taproot_reflect, remember and recall replies ask for one."""
     return int(settings.TAPROOT_REFLECT_NUDGE_HOURS)
+
+
+def retry_window() -> timedelta:
+    """How far back a remember or close is matched against what the account just stored."""
+    return timedelta(minutes=int(settings.TAPROOT_RETRY_WINDOW_MINUTES))

@@ -112,6 +112,9 @@ CATALOG_WINDOW_DAYS = env_int("CATALOG_WINDOW_DAYS", 45, minimum=0)
 REFLECT_MAX_TOKENS = env_int("REFLECT_MAX_TOKENS", 8000, minimum=2000)
 # remember and recall replies ask Claude to call taproot_reflect when it has not for this long.
 TAPROOT_REFLECT_NUDGE_HOURS = env_int("TAPROOT_REFLECT_NUDGE_HOURS", 12, minimum=1)
+# A remember or close that repeats one the account made this many minutes ago is Claude
+# retrying a call it saw fail: it returns what was stored instead of storing again. 0: off.
+TAPROOT_RETRY_WINDOW_MINUTES = env_int("TAPROOT_RETRY_WINDOW_MINUTES", 10, minimum=0)
 
 # The recall relevance profile (SPEC §3.1): "taproot" weighs query words by how rare they
 # are; "seed" is the original rule. The index is built for one of them: after a change,

@@ -161,6 +161,18 @@ def test_clients_page_lists_applications_holding_tokens_for_the_user(logged_in, 
     assert "Idle registration" not in html
 
 
+def test_clients_page_says_when_the_clients_access_expires(logged_in, user):
+    application = make_client_with_tokens(user)
+    expires = AccessToken.objects.get(application=application).expires
+    html = logged_in.get("/dashboard/clients/").text
+    assert f"{expires:%Y-%m-%d %H:%M} UTC" in html
+    AccessToken.objects.filter(application=application).update(
+        expires=timezone.now() - timedelta(minutes=1)
+    )
+    html = logged_in.get("/dashboard/clients/").text
+    assert "no live access token: it must refresh, or you reconnect it" in html
+
+
 def test_revoke_ends_the_users_tokens_and_grants_only(logged_in, user, other_user):
     application = make_client_with_tokens(user)
     AccessToken.objects.create(

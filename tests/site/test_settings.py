@@ -120,6 +120,7 @@ def test_nothing_set_gives_safe_local_defaults():
     assert values["CATALOG_WINDOW_DAYS"] == 45
     assert values["REFLECT_MAX_TOKENS"] == 8000
     assert values["TAPROOT_REFLECT_NUDGE_HOURS"] == 12
+    assert values["TAPROOT_RETRY_WINDOW_MINUTES"] == 10
     assert values["ENGINE"] == "django.db.backends.sqlite3"
     assert values["DATABASE"] == str(ROOT / "db.sqlite3")
 
@@ -135,6 +136,11 @@ def test_every_variable_of_the_spec_is_read():
     assert values["CATALOG_WINDOW_DAYS"] == 10
     assert values["REFLECT_MAX_TOKENS"] == 2000
     assert values["DATABASE"] == "/var/lib/taproot/store.sqlite3"
+
+
+def test_the_retry_window_is_read():
+    assert loaded({"TAPROOT_RETRY_WINDOW_MINUTES": "3"})["TAPROOT_RETRY_WINDOW_MINUTES"] == 3
+    assert loaded({"TAPROOT_RETRY_WINDOW_MINUTES": "0"})["TAPROOT_RETRY_WINDOW_MINUTES"] == 0
 
 
 def test_the_reflect_nudge_hours_are_read():
