@@ -454,8 +454,10 @@ async def flood(url: str, token: str, flood_token: str, workload: Workload) -> d
     return {
         "recalls": FLOOD_RECALLS,
         "alone_median_ms": before.median_ms,
+        "alone_p95_ms": before.p95_ms,
         "alone_max_ms": round(max(alone), 1),
         "flood_median_ms": after.median_ms,
+        "flood_p95_ms": after.p95_ms,
         "flood_max_ms": round(max(during), 1),
         "ratio": round(after.median_ms / before.median_ms, 2),
         "remembers": counts[0],

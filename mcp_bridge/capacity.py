@@ -107,6 +107,9 @@ class _Turns:
     queue: deque[object] = field(default_factory=deque)  # waiting requests, first come first
     running: int = 0
     ended_at: float = -math.inf
+    # When the user last had a request arrive while another was in progress or waiting:
+    # within `recent` seconds of it, the user counts as flooding (UserSlots.step_aside).
+    crowded_at: float = -math.inf
 
     @property
     def requests(self) -> int:
@@ -155,6 +158,8 @@ class UserSlots:
             turns = self.users[user] = _Turns()
         ticket = object()
         turns.queue.append(ticket)
+        if turns.requests > 1:
+            turns.crowded_at = self.clock()
         admitted = False
         try:
             admitted = await self._turn(turns, ticket, gone)
@@ -173,17 +178,27 @@ class UserSlots:
             self._changed()
 
     async def step_aside(self, user: str) -> None:
-        """Between the steps of a request: when its user has more requests waiting (a
-        burst or a flood), let other users' running requests finish first, for up to
-        STEP_ASIDE_SECONDS. Their calls then share the worker with one step of this one,
-        not all of it; a user without a backlog never waits here."""
+        """Between the steps of a request: when its user is flooding (has more requests
+        waiting, or had several at once within the last `recent` seconds: a burst or a
+        flood sent a few at a time), let the running requests of users who are not
+        flooding finish first, for up to STEP_ASIDE_SECONDS. Their calls then share the
+        worker with one step of this one, not all of it. A user who sends one call at a
+        time never waits here, and two flooding users never wait for each other."""
         turns = self.users.get(user)
-        if turns is None or not turns.queue:
+        if turns is None or not (turns.queue or self._flooding(turns)):
             return
         with anyio.move_on_after(STEP_ASIDE_SECONDS):
             await self._until(
-                lambda: not any(o is not turns and o.running for o in self.users.values())
+                lambda: (
+                    not any(
+                        o is not turns and o.running and not self._flooding(o)
+                        for o in self.users.values()
+                    )
+                )
             )
+
+    def _flooding(self, turns: _Turns) -> bool:
+        return bool(turns.queue) or self.clock() - turns.crowded_at < self.recent
 
     def _limit(self, turns: _Turns) -> int:
         now = self.clock()

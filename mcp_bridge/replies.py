@@ -77,10 +77,10 @@ async def run_tool(
     """Call `service(owner=<token user>, **arguments)` and reply with its JSON.
 
     `ahead` embeds what the call will need off the database threads (mcp_bridge.embedding)
-    and gives the service the arguments to find it by. Before each step, a request whose
-    user has others waiting lets other users' running requests finish first
-    (mcp_bridge.capacity.step_aside). A reply that is already text (the
-    reflect payload) is sent exactly as it is.
+    and gives the service the arguments to find it by. Before each step, a request of a
+    flooding user (others of theirs waiting, or several at once a moment ago) lets other
+    users' running requests finish first (mcp_bridge.capacity.step_aside). A reply that
+    is already text (the reflect payload) is sent exactly as it is.
     """
     sent = arguments
 

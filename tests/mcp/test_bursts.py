@@ -22,7 +22,7 @@ import httpx2
 import pytest
 from django.db import connection, transaction
 
-from mcp_bridge.capacity import RECENT_SECONDS
+from mcp_bridge.capacity import RECENT_SECONDS, STEP_ASIDE_SECONDS
 from memories.models import Memory
 from tests.conftest import is_postgres
 from tests.live_server import LiveServer, run_server
@@ -258,3 +258,33 @@ def test_a_request_whose_client_left_while_it_waited_never_runs(narrow, user):
     log = narrow.log(since=start)
     assert re.search(rf"POST - user={user.pk} status=499 outcome=client_gone", log), log
     assert "Traceback" not in log
+
+
+def status_call() -> dict[str, Any]:
+    params = {"name": "taproot_status", "arguments": {}}
+    return {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+
+
+def test_a_flooding_account_lets_another_accounts_running_call_go_first(narrow, user, other_user):
+    """Alice has just had two calls in progress at once (a flood); while Bob's call runs,
+    her next call, though nothing of hers waits behind it, steps aside before its work
+    for up to STEP_ASIDE_SECONDS (mcp_bridge.capacity). Calls are held in progress by a
+    blocked write; Alice's status calls are reads, so only stepping aside delays them."""
+    alice = f"Bearer {make_access_token(user, resource=f'{narrow.url}/mcp')}"
+    bob = f"Bearer {make_access_token(other_user, resource=f'{narrow.url}/mcp')}"
+    time.sleep(RECENT_SECONDS)
+    with ThreadPoolExecutor(2) as pool:
+        with memory_writes_blocked():
+            # Alone, Alice has both places: her status runs beside her held write.
+            held = pool.submit(post, narrow, alice, remember_call("Alice's long write"))
+            time.sleep(0.2)
+            assert post(narrow, alice, status_call()).status_code == 200
+        assert held.result().status_code == 200
+        with memory_writes_blocked():
+            bobs = pool.submit(post, narrow, bob, remember_call("Bob's long write"))
+            time.sleep(0.2)  # Bob's call is running, its write waiting for the lock
+            response, took = timed(lambda: post(narrow, alice, status_call()))
+            assert response.status_code == 200, response.text
+            assert not bobs.done()
+        assert bobs.result().status_code == 200
+    assert took >= STEP_ASIDE_SECONDS

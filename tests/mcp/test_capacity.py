@@ -203,3 +203,60 @@ def test_stepping_aside_is_bounded_and_free_without_a_backlog(monkeypatch):
             release.set()
 
     anyio.run(main)
+
+
+def test_a_flooding_user_steps_aside_between_batches_and_not_for_another_flooder(monkeypatch):
+    # A flood sent a few calls at a time: the last call of a batch has no backlog behind
+    # it, yet its user is still flooding and waits for another user's single call.
+    monkeypatch.setattr("mcp_bridge.capacity.STEP_ASIDE_SECONDS", 0.1)
+    clock = Clock()
+    slots = UserSlots(limit=4, wait=5, shared=1, recent=1.0, clock=clock)
+    order: list[str] = []
+
+    async def main() -> None:
+        release = anyio.Event()
+
+        async def bob() -> None:
+            async with slots.hold("bob"):
+                order.append("bob runs")
+                await release.wait()
+                order.append("bob ends")
+
+        async def alice_last_of_batch() -> None:
+            async with slots.hold("alice"):
+                await slots.step_aside("alice")
+                order.append("alice goes on")
+
+        async with slots.hold("alice"), slots.hold("alice"):
+            pass  # Alice sent two at once a moment ago
+        assert not slots.users["alice"].queue
+        async with anyio.create_task_group() as group:
+            group.start_soon(bob)
+            await anyio.sleep(0.02)
+            group.start_soon(alice_last_of_batch)
+            await anyio.sleep(0.02)
+            assert order == ["bob runs"]  # Alice waits for Bob's call
+            release.set()
+        assert order == ["bob runs", "bob ends", "alice goes on"]
+
+        # Once the moment has passed, Alice sends one at a time and never waits.
+        clock.now += 1.5
+        release = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(bob)
+            await anyio.sleep(0.02)
+            async with slots.hold("alice"):
+                with anyio.fail_after(0.05):
+                    await slots.step_aside("alice")
+            release.set()
+
+        # Two flooding users do not wait for each other.
+        for user in ("alice", "carol"):
+            async with slots.hold(user), slots.hold(user):
+                pass
+        async with slots.hold("carol"), slots.hold("alice"):
+            with anyio.fail_after(0.05):
+                await slots.step_aside("alice")
+                await slots.step_aside("carol")
+
+    anyio.run(main)
