@@ -70,7 +70,7 @@ class MemoryFilterForm(forms.Form):
     )
 
     def filter(
-        self, memories: MemoryQuerySet, *, now: datetime, window_days: int
+        self, memories: MemoryQuerySet, *, now: datetime, window_days: int | None
     ) -> MemoryQuerySet:
         """Apply the valid fields in the database (call after is_valid())."""
         data = self.cleaned_data

@@ -43,8 +43,11 @@ def meaning_model() -> str | None:
     return semantic.label if semantic is not None else None
 
 
-def catalog_window_days() -> int:
-    return int(settings.CATALOG_WINDOW_DAYS)
+def catalog_window_days() -> int | None:
+    """The optional cap on the catalog, in days untouched; None (0 or unset) leaves it off,
+    so every live memory is a catalog candidate and the token budget alone decides."""
+    days = int(settings.CATALOG_WINDOW_DAYS or 0)
+    return days or None
 
 
 def reflect_max_tokens() -> int:

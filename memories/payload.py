@@ -231,7 +231,7 @@ class _Builder:
         catalog: Iterable[CatalogEntry],
         omitted: dict[str, int],
         closings: Iterable[ClosingEntry],
-        window_days: int,
+        window_days: int | None,
         max_tokens: int,
         unlisted: dict[str, int] | None,
         core_unlisted: int,
@@ -520,7 +520,7 @@ def build_reflect_payload(
     catalog: Iterable[CatalogEntry],
     omitted: dict[str, int],
     closings: Iterable[ClosingEntry],
-    window_days: int,
+    window_days: int | None,
     max_tokens: int,
     unlisted: dict[str, int] | None = None,
     core_unlisted: int = 0,
@@ -583,7 +583,7 @@ def _warnings(reflect: ReflectPayload) -> list[str]:
     return warnings
 
 
-def catalog_note(*, omitted: int, cut: int, window_days: int) -> str:
+def catalog_note(*, omitted: int, cut: int, window_days: int | None) -> str:
     """One sentence on the catalog; it speaks of left-out memories only when there are some."""
     if not omitted and not cut:
         return (

@@ -106,7 +106,9 @@ if "TAPROOT_MCP_REQUESTS_PER_TOKEN" in os.environ:
 TAPROOT_MAX_BODY_KB = env_int("TAPROOT_MAX_BODY_KB", 1024, minimum=64)
 TAPROOT_BODY_TIMEOUT = env_int("TAPROOT_BODY_TIMEOUT", 10, minimum=1)
 TAPROOT_IMPORT_BODY_TIMEOUT = env_int("TAPROOT_IMPORT_BODY_TIMEOUT", 300, minimum=1)
-CATALOG_WINDOW_DAYS = env_int("CATALOG_WINDOW_DAYS", 45, minimum=0)
+# An optional cap on the reflect catalog: lower-salience memories untouched this many days
+# are left out of it. 0 (the default) leaves it off, and the token budget alone decides.
+CATALOG_WINDOW_DAYS = env_int("CATALOG_WINDOW_DAYS", 0, minimum=0)
 # The reflect payload never passes this many tokens; below 2,000 its fixed parts (the notes,
 # the counts) might not fit.
 REFLECT_MAX_TOKENS = env_int("REFLECT_MAX_TOKENS", 8000, minimum=2000)

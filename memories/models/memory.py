@@ -65,10 +65,14 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
     def updated_since(self, moment: datetime) -> "MemoryQuerySet":
         return self.filter(updated_at__gte=moment)
 
-    def catalog_window_q(self, now: datetime, window_days: int) -> Q:
+    def catalog_window_q(self, now: datetime, window_days: int | None) -> Q:
+        """Which non-core memories the catalog may list; with no window (None), all of them,
+        and the budget alone decides which lines are sent."""
+        if window_days is None:
+            return Q(pk__isnull=False)
         return Q(salience=Salience.HIGH) | Q(last_touched_at__gte=now - timedelta(days=window_days))
 
-    def in_catalog_window(self, now: datetime, window_days: int) -> "MemoryQuerySet":
+    def in_catalog_window(self, now: datetime, window_days: int | None) -> "MemoryQuerySet":
         """Non-core memories that earn a catalog line: high salience or touched lately."""
         return self.filter(self.catalog_window_q(now, window_days))
 
@@ -78,7 +82,9 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
             "salience_rank", "-last_touched_at", "id"
         )
 
-    def tier_counts(self, now: datetime, window_days: int) -> dict[str, tuple[int, int, int]]:
+    def tier_counts(
+        self, now: datetime, window_days: int | None
+    ) -> dict[str, tuple[int, int, int]]:
         """Per stored category: (core memories, non-core memories the catalog window admits,
         non-core memories it leaves out)."""
         window = self.catalog_window_q(now, window_days)
@@ -157,7 +163,7 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
         dismissed = DismissedSuggestion.objects.filter(memory=OuterRef("pk"), kind=kind)
         return self.filter(~Exists(dismissed))
 
-    def outside_catalog_window(self, now: datetime, window_days: int) -> "MemoryQuerySet":
+    def outside_catalog_window(self, now: datetime, window_days: int | None) -> "MemoryQuerySet":
         return self.exclude(self.catalog_window_q(now, window_days))
 
     def category_counts(self) -> dict[str, int]:
@@ -173,7 +179,7 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
             core=Count("pk", filter=Q(archived_at__isnull=True, core=True)),
         )
 
-    def with_tier(self, now: datetime, window_days: int) -> "MemoryQuerySet":
+    def with_tier(self, now: datetime, window_days: int | None) -> "MemoryQuerySet":
         """Annotate `tier` (a Tier value) by the same window rule reflect uses."""
         return self.annotate(
             tier=Case(
@@ -185,7 +191,7 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
             )
         )
 
-    def in_tier(self, tier: str, now: datetime, window_days: int) -> "MemoryQuerySet":
+    def in_tier(self, tier: str, now: datetime, window_days: int | None) -> "MemoryQuerySet":
         if tier == Tier.ARCHIVED:
             return self.archived()
         if tier == Tier.CORE:
@@ -355,12 +361,14 @@ class Memory(models.Model):
         owner's shares, once memories.shortids.attach_short_ids has found it."""
         return getattr(self, "_short_id", None) or str(self.id)[:SHORT_ID_MIN]
 
-    def tier_at(self, now: datetime, window_days: int) -> Tier:
+    def tier_at(self, now: datetime, window_days: int | None) -> Tier:
         """The tier by the window rule reflect uses (MemoryQuerySet.with_tier in SQL)."""
         if self.archived_at is not None:
             return Tier.ARCHIVED
         if self.core:
             return Tier.CORE
+        if window_days is None:
+            return Tier.CATALOG
         window_start = now - timedelta(days=window_days)
         if self.salience == Salience.HIGH or self.last_touched_at >= window_start:
             return Tier.CATALOG

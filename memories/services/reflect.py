@@ -178,7 +178,7 @@ class StoreStatus:
     archived: int
     closings: int
     payload: ReflectPayload
-    window_days: int
+    window_days: int | None
     history: ReflectHistory
     suggestions: list[SuggestionGroup]
     # The embedder recall by meaning uses, in words; None when recall ranks by words alone.

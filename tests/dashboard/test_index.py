@@ -4,6 +4,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from memories import services
@@ -97,6 +98,7 @@ def test_several_categories_filter_together(logged_in, make_memory):
     assert set(card_ids(response)) == {str(identity.pk), str(error.pk)}
 
 
+@override_settings(CATALOG_WINDOW_DAYS=45)
 def test_tier_filter_uses_the_catalog_window(logged_in, make_memory):
     stale = timezone.now() - timedelta(days=200)
     omitted = make_memory(updated_at=stale, salience="low")

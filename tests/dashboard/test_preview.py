@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 from django.utils.html import escape
 
@@ -21,6 +22,7 @@ def sidebar(html):
     return html.split('id="reflect-preview"', 1)[1]
 
 
+@override_settings(CATALOG_WINDOW_DAYS=45)
 def test_preview_shows_core_in_full_catalog_lines_omitted_counts_and_closings(
     logged_in, user, make_memory
 ):

@@ -1,6 +1,7 @@
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
 
 from mcp_bridge.handlers import promote
 from memories.errors import DomainError, InvalidInput
@@ -117,6 +118,7 @@ def test_set_curation_keeps_updated_at_but_keeps_a_revision(user, make_memory):
     assert revision.created_at == LATER
 
 
+@override_settings(CATALOG_WINDOW_DAYS=45)
 def test_demoting_on_the_dashboard_lets_an_old_memory_leave_the_catalog(user, make_memory):
     memory = make_memory(salience="high", updated_at=NOW - timedelta(days=60))
     assert reflect(owner=user, now=NOW).payload["catalog_count"] == 1

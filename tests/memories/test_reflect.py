@@ -64,6 +64,7 @@ def test_core_memories_are_listed_in_full_by_category_and_not_in_the_catalog(use
     assert "catalog_omitted" not in payload
 
 
+@override_settings(CATALOG_WINDOW_DAYS=45)
 def test_the_window_is_inclusive_at_exactly_45_days(user, make_memory):
     edge = make_memory(updated_at=NOW - WINDOW, gist="Edge")
     make_memory(updated_at=NOW - WINDOW - MICROSECOND, gist="Just outside")
@@ -86,6 +87,7 @@ def test_a_recent_retrieval_keeps_an_old_memory_in_the_window_and_sets_its_date(
     ]
 
 
+@override_settings(CATALOG_WINDOW_DAYS=45)
 def test_high_salience_is_always_listed(user, make_memory):
     old_high = make_memory(salience="high", updated_at=NOW - timedelta(days=4000))
     make_memory(salience="medium", updated_at=NOW - timedelta(days=46))
@@ -95,6 +97,7 @@ def test_high_salience_is_always_listed(user, make_memory):
     assert result.payload["catalog_omitted"]["episodic"] == 2
 
 
+@override_settings(CATALOG_WINDOW_DAYS=45)
 def test_catalog_order_and_omitted_counts_per_category(user, make_memory):
     old = NOW - timedelta(days=60)
     a = make_memory(category="identity", salience="medium", updated_at=NOW - timedelta(days=2))
@@ -303,6 +306,7 @@ def test_core_text_that_cannot_fit_in_full_is_not_read(user, make_memory):
 
 
 @override_settings(REFLECT_MAX_TOKENS=2000)
+@override_settings(CATALOG_WINDOW_DAYS=45)
 def test_lines_beyond_what_could_fit_are_counted_not_read_and_the_payload_is_unchanged(
     user, make_memory
 ):
@@ -369,3 +373,20 @@ def test_ids_that_share_their_first_eight_characters_are_shown_longer(
     assert payload["core_memories"]["episodic"][0]["id"] == "c002ab76"
     assert payload["core_memories"]["episodic"][0]["linked_memories"] == ["a002ab76-58"]
     assert {str(twin_b.pk), str(alone.pk), str(core.pk)}  # all of them are alice's
+
+
+def test_with_no_window_every_live_memory_is_a_catalog_candidate(user, make_memory):
+    # Off by default: a lower-salience memory untouched for a year is still listed when the
+    # budget leaves room, and nothing is counted as omitted by a window.
+    old = make_memory(updated_at=NOW - timedelta(days=365), salience="low", gist="Old")
+    recent = make_memory(updated_at=NOW - timedelta(days=1), gist="Recent")
+    result = reflect(owner=user, now=NOW)
+    assert set(catalog_ids(result)) == {shown(old), shown(recent)}
+    assert "catalog_omitted" not in result.payload
+    assert result.payload["catalog_note"].startswith("Every memory is listed")
+
+
+@override_settings(CATALOG_WINDOW_DAYS=0)
+def test_a_window_of_zero_days_leaves_the_cap_off(user, make_memory):
+    old = make_memory(updated_at=NOW - timedelta(days=400), salience="low", gist="Old")
+    assert catalog_ids(reflect(owner=user, now=NOW)) == [shown(old)]

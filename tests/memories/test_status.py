@@ -32,6 +32,7 @@ def store(user, other_user, make_memory):
     Closing.objects.create(owner=other_user, reflection="Theirs", created_at=NOW)
 
 
+@override_settings(CATALOG_WINDOW_DAYS=45)
 def test_status_counts_live_archived_closings_and_tiers(user, store):
     reply = status(owner=user, now=NOW)
     assert reply["status"] == "ok"
@@ -90,6 +91,7 @@ def test_status_reports_the_window_setting(user, store):
 
 
 @override_settings(REFLECT_MAX_TOKENS=700)
+@override_settings(CATALOG_WINDOW_DAYS=45)
 def test_status_counts_lines_cut_by_the_budget(user, make_memory):
     for i in range(20):
         make_memory(gist=f"A recent line of some length, number {i} " + "x" * 60)

@@ -117,7 +117,7 @@ def test_nothing_set_gives_safe_local_defaults():
     assert values["TAPROOT_MCP_URL"] == "http://127.0.0.1:8000/mcp"
     assert {"127.0.0.1", "localhost"} <= set(values["ALLOWED_HOSTS"])
     assert values["TAPROOT_ALLOW_LOOPBACK_CLIENTS"] is True  # on because DEBUG is
-    assert values["CATALOG_WINDOW_DAYS"] == 45
+    assert values["CATALOG_WINDOW_DAYS"] == 0  # the catalog window is off
     assert values["REFLECT_MAX_TOKENS"] == 8000
     assert values["TAPROOT_REFLECT_NUDGE_HOURS"] == 12
     assert values["TAPROOT_RETRY_WINDOW_MINUTES"] == 10
