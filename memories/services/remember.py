@@ -171,8 +171,6 @@ def _update(
     def apply(memory: Memory) -> None:
         if memory.is_archived:
             raise MemoryArchived(memory.pk, "update")
-        if all(getattr(memory, name) == value for name, value in values.items()):
-            return  # a retried or repeated update: nothing changes, no revision
         for name, value in values.items():
             setattr(memory, name, value)
         if "gist" in values:

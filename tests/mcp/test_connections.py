@@ -60,8 +60,12 @@ def test_a_sqlite_file_replaced_by_a_restore_is_read_from_the_next_request_on(
         session = mcp_client(f"{server.url}/mcp", token, mode="legacy", timeout=10)
         with portal.wrap_async_context_manager(session) as client:
             mcp = McpCaller(portal=portal, client=client)
-            note = {"category": "episodic", "content": "Kept after the backup.", "gist": "Late"}
-            for _ in range(12):  # the threads serving them keep their connections open
+            for n in range(12):  # the threads serving them keep their connections open
+                note = {
+                    "category": "episodic",
+                    "content": f"Kept after the backup ({n}).",
+                    "gist": "Late",
+                }
                 mcp.reply("taproot_remember", note)
             assert mcp.reply("taproot_status")["live_memories"] == 12
             original = live.stat().st_ino
