@@ -1,9 +1,10 @@
 """Recall on a store grown from empty while the server runs, before and after a restart.
 
 A server starts on an empty SQLite store (migrate analyses it, as scripts/serve does) and
-the store grows to `--size` memories through taproot_remember, in this process, on its
-connection. Then recall by 5 ids and 1-word recall are timed on that connection (what a
-running server does), and again after a restart (a new connection, analysed at start).
+the store grows to `--size` memories through taproot_remember, in this process, on a
+connection kept from call to call as /mcp keeps it (mcp_bridge.database). Then recall by 5
+ids and 1-word recall are timed on that connection (what a running server does), and
+again after a restart (a new connection, analysed at start).
 `--no-growth-analysis` turns off the re-analysis as the store grows (the behaviour before
 issue 32): run both, interleaved, to compare.
 
@@ -49,6 +50,7 @@ def main() -> None:
     from django.db import connection
 
     from mcp_bridge import handlers
+    from mcp_bridge.database import in_database_thread
     from memories import maintenance
     from memories.models import Memory
 
@@ -58,7 +60,8 @@ def main() -> None:
     owner = get_user_model().objects.create_user(username=OWNER)
     started = time.perf_counter()
     for memory in store.of(OWNER):
-        handlers.remember(
+        in_database_thread(
+            handlers.remember,
             owner=owner,
             category=memory.category,
             gist=memory.gist,
@@ -75,10 +78,10 @@ def main() -> None:
     words = [m.gist.split()[0] for m in store.of(OWNER)[:50]]
 
     def by_ids(i: int) -> object:
-        return handlers.recall(owner=owner, ids=id_sets[i % len(id_sets)])
+        return in_database_thread(handlers.recall, owner=owner, ids=id_sets[i % len(id_sets)])
 
     def one_word(i: int) -> object:
-        return handlers.recall(owner=owner, query=words[i % len(words)])
+        return in_database_thread(handlers.recall, owner=owner, query=words[i % len(words)])
 
     figures: dict[str, object] = {
         "size": args.size,

@@ -7,8 +7,10 @@ PostgreSQL gathers statistics itself (autovacuum), but only some time after a bu
 """
 
 import logging
+import sqlite3
 import threading
 import time
+from typing import Protocol
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
@@ -108,6 +110,7 @@ class _BackgroundAnalyzer:
             self._wanted.clear()
             try:
                 refresh_planner_statistics()
+                _mark_refreshed_statistics()
                 self.runs += 1
             except DatabaseError:
                 # The write lock stayed taken past the busy timeout: the next doubling
@@ -122,6 +125,42 @@ class _BackgroundAnalyzer:
 
 
 _analyzer = _BackgroundAnalyzer()
+
+# SQLite loads a database's statistics into a connection when it opens it (or on
+# `ANALYZE sqlite_master`), never after: the connections /mcp keeps from call to call
+# would plan with the store's size at their opening forever. So an analysis in the
+# background makes and drops this table, which moves the schema cookie, and a kept
+# connection that finds the cookie moved before a call reloads them.
+_STATISTICS_MARK = "taproot_statistics_refreshed"
+_followed = threading.local()
+
+
+class _Executes(Protocol):
+    def execute(self, sql: str, /) -> object: ...
+
+
+def _mark_refreshed_statistics() -> None:
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            mark_statistics_refreshed(cursor)
+
+
+def mark_statistics_refreshed(cursor: _Executes) -> None:
+    """Move SQLite's schema cookie, so kept connections reload the statistics."""
+    cursor.execute(f"CREATE TABLE IF NOT EXISTS {_STATISTICS_MARK} (x INTEGER)")
+    cursor.execute(f"DROP TABLE {_STATISTICS_MARK}")
+
+
+def follow_statistics(raw: sqlite3.Connection) -> None:
+    """Before a call on a SQLite connection kept from earlier calls: load the statistics
+    an analysis wrote since this thread last looked (reading the schema cookie costs a
+    few microseconds; the reload, once per analysis, about a millisecond)."""
+    (version,) = raw.execute("PRAGMA schema_version").fetchone()
+    seen = getattr(_followed, "seen", None)
+    if seen is not None and seen[0] is raw and seen[1] != version:
+        raw.execute("ANALYZE sqlite_master")
+    _followed.seen = (raw, version)
 
 
 def wait_for_background_analysis(timeout: float) -> bool:

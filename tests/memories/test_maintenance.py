@@ -1,7 +1,10 @@
+import sqlite3
+
 import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from mcp_bridge.database import in_database_thread
 from memories import maintenance
 from memories.maintenance import refresh_planner_statistics
 from tests.memories.conftest import forget_sqlite_statistics
@@ -78,12 +81,47 @@ def test_a_store_grown_through_the_service_gets_fresh_statistics_without_a_resta
     refresh_planner_statistics()  # as at the start, on the empty store
     assert _analysed_rows("memories_memory") in (None, 0)
 
-    for n in range(maintenance.FIRST_GROWTH_ANALYSIS * 2):
-        remember(owner=user, category="episodic", gist=f"Fact {n}", content=f"Fact number {n}.")
+    def remember_on_a_kept_connection(n: int) -> None:  # as /mcp runs a tool call
+        in_database_thread(
+            remember,
+            owner=user,
+            category="episodic",
+            gist=f"Fact {n}",
+            content=f"Fact number {n}.",
+        )
+
+    remember_on_a_kept_connection(0)
+    for n in range(1, maintenance.FIRST_GROWTH_ANALYSIS * 2):
+        remember_on_a_kept_connection(n)
     assert maintenance.wait_for_background_analysis(timeout=30)
 
     assert _analysed_rows("memories_memory") >= maintenance.FIRST_GROWTH_ANALYSIS
     assert _analysed_rows("memories_recallentry") >= maintenance.FIRST_GROWTH_ANALYSIS
+
+
+def test_a_kept_sqlite_connection_plans_with_statistics_analysed_by_another(tmp_path):
+    """SQLite loads statistics when a connection opens, not after: /mcp's kept
+    connections follow an analysis made on another connection by its mark. (A file of
+    its own: the test database is in memory with a shared cache, which shares them.)"""
+    path = tmp_path / "store.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None)
+    kept = sqlite3.connect(path, isolation_level=None)
+    writer.execute("CREATE TABLE memory (id TEXT PRIMARY KEY, owner INTEGER, touched INTEGER)")
+    writer.execute("CREATE INDEX memory_owner ON memory (owner, touched)")
+    writer.execute("ANALYZE")
+    lookup = "EXPLAIN QUERY PLAN SELECT * FROM memory WHERE owner = 1 AND id IN ('1', '2', '3')"
+
+    def plan(connection: sqlite3.Connection) -> str:
+        return " ".join(str(row[-1]) for row in connection.execute(lookup))
+
+    maintenance.follow_statistics(kept)
+    assert "memory_owner" in plan(kept)
+    writer.executemany("INSERT INTO memory VALUES (?, 1, ?)", [(str(i), i) for i in range(5000)])
+    writer.execute("ANALYZE")
+    assert "memory_owner" in plan(kept)  # what it planned with before
+    maintenance.mark_statistics_refreshed(writer)
+    maintenance.follow_statistics(kept)
+    assert "sqlite_autoindex_memory_1" in plan(kept)
 
 
 def test_statistics_are_refreshed_at_each_doubling_only():
