@@ -48,6 +48,9 @@ SQLITE_DROP = [
     "DROP TRIGGER IF EXISTS storecount_update",
 ]
 
+# The functions the triggers call (a restore drops them with the tables).
+FUNCTIONS = ("storecount_apply()",)
+
 POSTGRES_CREATE = [
     f"""CREATE FUNCTION storecount_apply() RETURNS trigger AS $$
 BEGIN
