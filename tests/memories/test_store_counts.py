@@ -3,6 +3,7 @@ after every kind of write: create, update, promote, archive, unarchive, delete,
 compress, import, undoing an import (a snapshot restore), the admin's plain save and a
 bulk update; and the repair makes them right again when something went behind them."""
 
+import random
 from datetime import timedelta
 
 import pytest
@@ -16,6 +17,9 @@ from tests.conftest import NOW
 from tests.memories.test_import import fixture_text
 
 pytestmark = pytest.mark.django_db
+
+CATEGORIES = ["identity", "relationship", "active_thread", "episodic", "error"]
+SALIENCES = ["high", "medium", "low"]
 
 
 def assert_counts_right() -> None:
@@ -85,3 +89,29 @@ def test_reflect_and_status_read_the_kept_counts(user, make_memory):
     call_command("reindex_taproot", user=user.username, verbosity=0)
     assert_counts_right()
     assert handlers.status(owner=user, now=NOW)["live_memories"] == 4
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_counts_stay_right_through_a_random_run_of_writes(user, seed):
+    """Any order of writes, any memory: after each, the counts equal the rows."""
+    rng = random.Random(seed)
+    ids = [_remember(user, n) for n in range(4)]
+    for step in range(40):
+        memory_id = rng.choice(ids)
+        archived = Memory.objects.filter(pk=memory_id, archived_at__isnull=False).exists()
+        action = rng.choice(["create", "update", "promote", "archive", "delete"])
+        if action == "create":
+            ids.append(_remember(user, 100 + step, salience=rng.choice(SALIENCES)))
+        elif action == "update" and not archived:
+            category = rng.choice(CATEGORIES)
+            handlers.remember(owner=user, update_id=memory_id, category=category, now=NOW)
+        elif action == "promote" and not archived:
+            core, salience = rng.choice([True, False]), rng.choice(SALIENCES)
+            handlers.promote(owner=user, memory_id=memory_id, core=core, salience=salience)
+        elif action == "archive":
+            verb = "unarchive" if archived else "archive"
+            handlers.forget(owner=user, action=verb, memory_id=memory_id, now=NOW)
+        elif action == "delete" and len(ids) > 1:
+            handlers.forget(owner=user, action="delete", memory_id=memory_id)
+            ids.remove(memory_id)
+        assert_counts_right()
