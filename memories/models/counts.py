@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Count, Q
 
-from memories.models.choices import Salience, User
+from memories.models.choices import User
 
 
 class StoreCountQuerySet(models.QuerySet["StoreCount"]):
@@ -14,8 +14,8 @@ class StoreCountQuerySet(models.QuerySet["StoreCount"]):
 
 
 class StoreCount(models.Model):
-    """The number of an owner's memories of one category, tier, salience band (high or
-    not) and state (live or archived).
+    """The number of an owner's memories of one category, tier, salience (as stored) and
+    state (live or archived).
 
     Triggers on the memory table keep it (migration 0012, memories.models.counts_sql),
     in the statement that writes the memory: every path that writes one (the services,
@@ -26,7 +26,7 @@ class StoreCount(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     category = models.CharField(max_length=64)
     core = models.BooleanField()
-    high = models.BooleanField()
+    salience = models.CharField(max_length=32)
     archived = models.BooleanField()
     n = models.IntegerField(default=0)
 
@@ -35,7 +35,7 @@ class StoreCount(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["owner", "category", "core", "high", "archived"], name="storecount_key"
+                fields=["owner", "category", "core", "salience", "archived"], name="storecount_key"
             )
         ]
 
@@ -43,44 +43,36 @@ class StoreCount(models.Model):
         return f"{self.n} {self.category}"
 
 
-def counted_rows(
-    owner_ids: list[int] | None = None,
-) -> dict[tuple[int, str, bool, bool, bool], int]:
+Key = tuple[int, str, bool, str, bool]
+
+
+def counted_rows(owner_ids: list[int] | None = None) -> dict[Key, int]:
     """What the counts should be, counted from the memory rows (the check and the repair)."""
     from memories.models.memory import Memory
 
     rows = Memory.objects.order_by()
     if owner_ids is not None:
         rows = rows.filter(owner_id__in=owner_ids)
-    grouped = rows.values_list("owner_id", "category", "core").annotate(
-        high_live=Count("pk", filter=Q(salience=Salience.HIGH, archived_at__isnull=True)),
-        other_live=Count("pk", filter=~Q(salience=Salience.HIGH) & Q(archived_at__isnull=True)),
-        high_archived=Count("pk", filter=Q(salience=Salience.HIGH, archived_at__isnull=False)),
-        other_archived=Count(
-            "pk", filter=~Q(salience=Salience.HIGH) & Q(archived_at__isnull=False)
-        ),
+    grouped = rows.values_list("owner_id", "category", "core", "salience").annotate(
+        live=Count("pk", filter=Q(archived_at__isnull=True)),
+        archived=Count("pk", filter=Q(archived_at__isnull=False)),
     )
-    counts: dict[tuple[int, str, bool, bool, bool], int] = {}
-    for owner_id, category, core, high_live, other_live, high_archived, other_archived in grouped:
-        for high, archived, n in (
-            (True, False, high_live),
-            (False, False, other_live),
-            (True, True, high_archived),
-            (False, True, other_archived),
-        ):
+    counts: dict[Key, int] = {}
+    for owner_id, category, core, salience, live, archived in grouped:
+        for is_archived, n in ((False, live), (True, archived)):
             if n:
-                counts[(owner_id, category, core, high, archived)] = n
+                counts[(owner_id, category, core, salience, is_archived)] = n
     return counts
 
 
-def kept_counts(owner_ids: list[int] | None = None) -> dict[tuple[int, str, bool, bool, bool], int]:
+def kept_counts(owner_ids: list[int] | None = None) -> dict[Key, int]:
     rows = StoreCount.objects.exclude(n=0)
     if owner_ids is not None:
         rows = rows.filter(owner_id__in=owner_ids)
     return {
-        (o, c, core, high, archived): n
-        for o, c, core, high, archived, n in rows.values_list(
-            "owner_id", "category", "core", "high", "archived", "n"
+        (o, c, core, salience, archived): n
+        for o, c, core, salience, archived, n in rows.values_list(
+            "owner_id", "category", "core", "salience", "archived", "n"
         )
     }
 
@@ -97,7 +89,7 @@ def recount(owner_ids: list[int] | None = None) -> int:
         kept.delete()
         rows = counted_rows(owner_ids)
         StoreCount.objects.bulk_create(
-            StoreCount(owner_id=o, category=c, core=core, high=high, archived=archived, n=n)
-            for (o, c, core, high, archived), n in rows.items()
+            StoreCount(owner_id=o, category=c, core=core, salience=sal, archived=archived, n=n)
+            for (o, c, core, sal, archived), n in rows.items()
         )
     return sum(1 for key in before.keys() | rows.keys() if before.get(key) != rows.get(key))

@@ -1,17 +1,16 @@
 """The triggers that keep StoreCount (memories.models.counts) in step with the memory
 table, for SQLite and PostgreSQL. Each row written moves its key's count in the same
 statement: an insert adds one, a delete takes one, an update that moves a memory to
-another key (category, tier, salience band, live or archived) does both."""
+another key (category, tier, salience, live or archived) does both."""
 
 MEMORY = "memories_memory"
 COUNTS = "memories_storecount"
-KEY = "owner_id, category, core, high, archived"
+KEY = "owner_id, category, core, salience, archived"
 
 
 def _key_of(row: str) -> str:
     return (
-        f"{row}.owner_id, {row}.category, {row}.core, {row}.salience = 'high',"
-        f" {row}.archived_at IS NOT NULL"
+        f"{row}.owner_id, {row}.category, {row}.core, {row}.salience, {row}.archived_at IS NOT NULL"
     )
 
 
@@ -26,7 +25,7 @@ def _take(row: str) -> str:
     return (
         f"UPDATE {COUNTS} SET n = n - 1 WHERE owner_id = {row}.owner_id"
         f" AND category = {row}.category AND core = {row}.core"
-        f" AND high = ({row}.salience = 'high') AND archived = ({row}.archived_at IS NOT NULL)"
+        f" AND salience = {row}.salience AND archived = ({row}.archived_at IS NOT NULL)"
     )
 
 
@@ -78,9 +77,9 @@ POSTGRES_DROP = [
 # Every count made again from the rows (the migration, and the repair).
 RECOUNT = [
     f"DELETE FROM {COUNTS}",
-    f"INSERT INTO {COUNTS} ({KEY}, n) SELECT owner_id, category, core, salience = 'high',"
+    f"INSERT INTO {COUNTS} ({KEY}, n) SELECT owner_id, category, core, salience,"
     f" archived_at IS NOT NULL, count(*) FROM {MEMORY}"
-    " GROUP BY owner_id, category, core, salience = 'high', archived_at IS NOT NULL",
+    " GROUP BY owner_id, category, core, salience, archived_at IS NOT NULL",
 ]
 
 

@@ -162,28 +162,34 @@ def _gather(owner: User, now: datetime) -> _Gathered:
 def _tier_counts(owner: User, now: datetime, window_days: int) -> dict[str, tuple[int, int, int]]:
     """Per stored category: (core memories, non-core memories the catalog window admits,
     non-core memories it leaves out), as Memory.objects.tier_counts counts them, from
-    the kept counts and the memories touched within the window: two queries whose cost
-    does not grow with the store (only with what was touched lately)."""
+    the kept counts and the non-core memories below high salience touched within the
+    window: that count reads only their entries of the tiers index (each category and
+    salience the kept counts name, from the window's start), however large the store."""
     counts: dict[str, tuple[int, int, int]] = {}
-    for category, core, high, n in (
+    below_high: set[tuple[str, str]] = set()
+    for category, core, salience, n in (
         StoreCount.objects.for_owner(owner)
         .filter(archived=False)
-        .values_list("category", "core", "high", "n")
+        .values_list("category", "core", "salience", "n")
     ):
         core_n, admitted, left_out = counts.get(category, (0, 0, 0))
         if core:
             core_n += n
-        elif high:
+        elif salience == Salience.HIGH:
             admitted += n
         else:
             left_out += n
+            below_high.add((category, salience))
         counts[category] = (core_n, admitted, left_out)
-    if any(left_out for _, _, left_out in counts.values()):
+    if below_high:
         lately = (
             Memory.objects.for_owner(owner)
             .live()
             .non_core()
-            .exclude(salience=Salience.HIGH)
+            .filter(
+                category__in=sorted({c for c, _ in below_high}),
+                salience__in=sorted({s for _, s in below_high}),
+            )
             .touched_lately(now, window_days)
             .order_by()
             .values_list("category")
