@@ -2,7 +2,8 @@
 
 mcp_bridge.auth reads a token with one statement written out (`stored_token`); the ORM
 equivalent is the query django-oauth-toolkit makes for its own resource servers
-(`OAuth2Validator._load_access_token`). `orm_stored_token` makes that query and gives
+(`OAuth2Validator._load_access_token`), then the user's last reflect and close as
+memories.services.last_loads reads them. `orm_stored_token` makes those queries and gives
 the answer in the same shape: bench.service_bench times the two side by side, and
 tests/mcp/test_auth.py holds them equal.
 """
@@ -13,6 +14,7 @@ from typing import Any
 from oauth2_provider.models import get_access_token_model
 
 from mcp_bridge.auth import StoredToken, stored_token
+from memories.services import last_loads
 from oauth.tokens import issue_access_token, token_checksum
 
 
@@ -34,6 +36,7 @@ def orm_stored_token(checksum: str) -> StoredToken | None:
         client_id=application.client_id if application else "",
         client_name=application.name if application else "",
         user=token.user,
+        loads=last_loads(token.user),
     )
 
 

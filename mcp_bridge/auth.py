@@ -38,6 +38,8 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from pydantic import AnyHttpUrl, PrivateAttr
 
 from mcp_bridge.database import run_sync
+from memories.models import Closing, ReflectCall
+from memories.services import LastLoads
 from oauth.resource import MCP_SCOPE, is_mcp_resource, mcp_resource_url
 from oauth.tokens import token_checksum
 
@@ -56,26 +58,39 @@ class UserAccessToken(AccessToken):
     acts for that user without looking them up again."""
 
     _user: Any = PrivateAttr(default=None)
+    _loads: LastLoads | None = PrivateAttr(default=None)
 
     @classmethod
-    def acting_for(cls, user: Any, **fields: Any) -> "UserAccessToken":
+    def acting_for(
+        cls, user: Any, loads: LastLoads | None = None, **fields: Any
+    ) -> "UserAccessToken":
         token = cls(**fields)
         token._user = user
+        token._loads = loads
         return token
 
     @property
     def user(self) -> Any:
         return self._user
 
+    @property
+    def loads(self) -> LastLoads | None:
+        return self._loads
+
 
 # The token's fields read for the check, then every column of its user.
 TOKEN_FIELDS = ("expires", "scope", "resource")
 
 
+# Read with the token: when its user last loaded the memory and last closed a
+# conversation, so remember and recall know whether a reflect is due without a query.
+_LAST_LOADS = ((ReflectCall, "called_at"), (Closing, "created_at"))
+
+
 @functools.cache
 def _lookup_sql(vendor: str) -> str:
-    """One statement: the token by its indexed checksum, its client's id and name, and its
-    user.
+    """One statement: the token by its indexed checksum, its client's id and name, its
+    user, and the user's last reflect and close (each the last entry of an index).
 
     Written out rather than built by the ORM on every request, where building and
     instantiating three models cost more than the query itself; the values pass through
@@ -95,6 +110,12 @@ def _lookup_sql(vendor: str) -> str:
     columns.append(f"a.{column(client_model, 'client_id')}")
     columns.append(f"a.{column(client_model, 'name')}")
     columns += [f"u.{column(user_model, field.name)}" for field in user_model._meta.concrete_fields]
+    user_pk = f"u.{column(user_model, user_model._meta.pk.name)}"
+    columns += [
+        f"(SELECT max(x.{column(model, name)}) FROM {quote(model._meta.db_table)} x"
+        f" WHERE x.{column(model, 'owner')} = {user_pk})"
+        for model, name in _LAST_LOADS
+    ]
     return (
         f"SELECT {', '.join(columns)} FROM {quote(token_model._meta.db_table)} t"
         f" INNER JOIN {quote(user_model._meta.db_table)} u"
@@ -125,6 +146,7 @@ def _column_converters() -> list[tuple[Col, list[Converter]]]:
     fields.append(get_application_model()._meta.get_field("client_id"))
     fields.append(get_application_model()._meta.get_field("name"))
     fields += get_user_model()._meta.concrete_fields
+    fields += [model._meta.get_field(name) for model, name in _LAST_LOADS]
     columns = [field.get_col("t") for field in fields if isinstance(field, Field)]
     found = [
         (column, [*database.ops.get_db_converters(column), *column.get_db_converters(database)])
@@ -142,6 +164,7 @@ class StoredToken:
     client_id: str
     client_name: str
     user: Any
+    loads: LastLoads
 
 
 def stored_token(checksum: str) -> StoredToken | None:
@@ -160,8 +183,10 @@ def stored_token(checksum: str) -> StoredToken | None:
     expires, scope, resource, client_id, client_name = values[: len(TOKEN_FIELDS) + 2]
     user_model = get_user_model()
     names = [field.attname for field in user_model._meta.concrete_fields]
-    user = user_model.from_db(connection.alias, names, values[len(TOKEN_FIELDS) + 2 :])
-    return StoredToken(expires, scope, resource, client_id or "", client_name or "", user)
+    user_values = values[len(TOKEN_FIELDS) + 2 : -len(_LAST_LOADS)]
+    user = user_model.from_db(connection.alias, names, user_values)
+    loads = LastLoads(*values[-len(_LAST_LOADS) :])
+    return StoredToken(expires, scope, resource, client_id or "", client_name or "", user, loads)
 
 
 def find_access_token(raw_token: str) -> UserAccessToken | None:
@@ -179,6 +204,7 @@ def find_access_token(raw_token: str) -> UserAccessToken | None:
         return None
     return UserAccessToken.acting_for(
         token.user,
+        token.loads,
         token=raw_token,
         client_id=token.client_id,
         scopes=token.scope.split(),
@@ -271,3 +297,12 @@ def token_client() -> tuple[str, str]:
         return "", ""
     name = (token.claims or {}).get(CLIENT_NAME_CLAIM, "")
     return token.client_id, name if isinstance(name, str) else ""
+
+
+def token_loads(owner: Any) -> LastLoads | None:
+    """The owner's last reflect and close as read with the current request's token (None
+    outside a /mcp request, or for another user)."""
+    token = get_access_token()
+    if not isinstance(token, UserAccessToken) or token.user is None:
+        return None
+    return token.loads if token.user.pk == owner.pk else None

@@ -53,6 +53,7 @@ from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabase
 from psycopg_pool import PoolTimeout
 
 from memories.locks import is_lock_timeout
+from memories.maintenance import follow_statistics
 
 # Threads for SQLite: it writes one transaction at a time and Python computes on one
 # thread at a time, so a few keep a worker busy; each keeps a connection and its page
@@ -129,6 +130,8 @@ def in_database_thread[**P, R](function: Callable[P, R], /, *args: P.args, **kwa
     next call on this thread expects it."""
     if _sqlite_file() is not None:
         _reopen_if_replaced()
+    if isinstance(raw := connection.connection, sqlite3.Connection):
+        follow_statistics(raw)
     try:
         return function(*args, **kwargs)
     finally:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 from mcp_bridge import coercion as read
+from mcp_bridge.auth import token_loads
 from mcp_bridge.messages import say, skipped_prefixes
 from memories import services, shortids
 from memories.conf import reflect_nudge_hours
@@ -103,8 +104,9 @@ def resolve_memory_id(owner: User, value: Any, *, field: str = "memory_id") -> u
 
 
 def reflect_hint(*, owner: User, now: datetime | None = None) -> str | None:
-    """The nudge a remember or recall reply carries while a reflect is due."""
-    due = services.reflect_due(owner=owner, now=now)
+    """The nudge a remember or recall reply carries while a reflect is due: from the last
+    reflect and close read with the request's token, so no query of its own on /mcp."""
+    due = services.reflect_due(owner=owner, now=now, known=token_loads(owner))
     if due is None:
         return None
     return REFLECT_HINTS[due].format(hours=reflect_nudge_hours())

@@ -24,6 +24,7 @@ from psycopg.errors import DeadlockDetected, SerializationFailure
 from memories.bulkwrite import INSERT_BATCH, insert_rows, update_rows
 from memories.conf import embedder, ranking_profile
 from memories.embedding import Embedder, EmbedderUnavailable, Vector
+from memories.maintenance import analyze_after_growth
 from memories.models import (
     Memory,
     MemoryTag,
@@ -261,36 +262,39 @@ def _count_live(change: dict[int, int], profile: Profile) -> dict[int, int]:
     versions: dict[int, int] = {}
     for owner_id, delta in change.items():
         bumped = _bump(owner_id, delta)
-        if bumped is None:
+        if bumped is not None:
+            analyze_after_growth(bumped[1] - delta, bumped[1])
+        else:
             # The owner's first write: the row starts at the count now stored.
             try:
                 with transaction.atomic():
-                    RecallIndex.objects.create(
+                    created = RecallIndex.objects.create(
                         owner_id=owner_id,
                         profile=profile.name,
                         live_memories=RecallEntry.objects.filter(owner_id=owner_id).count(),
                         version=1,
                     )
-                bumped = 1
+                bumped = (1, created.live_memories)
+                analyze_after_growth(0, created.live_memories)
             except IntegrityError:
                 # Another transaction made the row first; its count could not see ours.
                 bumped = _bump(owner_id, delta)
-        versions[owner_id] = bumped or 0
+        versions[owner_id] = bumped[0] if bumped else 0
     return versions
 
 
-def _bump(owner_id: int, delta: int) -> int | None:
-    """Add `delta` to the owner's live count and move the version; the new version, or
-    None when the owner has no row yet."""
+def _bump(owner_id: int, delta: int) -> tuple[int, int] | None:
+    """Add `delta` to the owner's live count and move the version; the new version and
+    count, or None when the owner has no row yet."""
     table = connection.ops.quote_name(RecallIndex._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET live_memories = live_memories + %s, version = version + 1"
-            " WHERE owner_id = %s RETURNING version",
+            " WHERE owner_id = %s RETURNING version, live_memories",
             [delta, owner_id],
         )
         row = cursor.fetchone()
-    return int(row[0]) if row else None
+    return (int(row[0]), int(row[1])) if row else None
 
 
 # Memories per rebuild transaction. A batch holds its memories' locks until it commits,

@@ -29,6 +29,7 @@ from memories.backups import state
 from memories.backups.errors import BackupError
 from memories.backups.manifest import Manifest
 from memories.backups.progress import Progress
+from memories.models.counts_sql import FUNCTIONS
 
 # "3342; 0 20355 TABLE DATA public memories_memory postgres" in `pg_restore --list`.
 TABLE_DATA = re.compile(r"^\d+; \d+ \d+ TABLE DATA (?P<schema>\S+) (?P<table>\S+) ")
@@ -153,6 +154,8 @@ def restore(
     start = "BEGIN;\n"
     if present:
         start += f"DROP TABLE IF EXISTS {', '.join(map(quote, present))} CASCADE;\n"
+    # And the trigger functions of the migrations (the dump makes them again).
+    start += "".join(f"DROP FUNCTION IF EXISTS {name} CASCADE;\n" for name in FUNCTIONS)
     # The script empties search_path; the check names tables as Django's connection does.
     check = "RESET search_path;\n" + "".join(
         f"DO $$ BEGIN IF (SELECT count(*) FROM {quote(table)}) <> {rows} THEN "

@@ -11,6 +11,7 @@ from memories.models.choices import (
     Tier,
     User,
 )
+from memories.models.counts import StoreCount
 from memories.models.history import (
     Closing,
     ClosingQuerySet,
@@ -49,6 +50,7 @@ __all__ = [
     "Salience",
     "Snapshot",
     "SnapshotRecord",
+    "StoreCount",
     "SuggestionKind",
     "Tier",
     "User",

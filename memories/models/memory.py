@@ -82,6 +82,10 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
             "salience_rank", "-last_touched_at", "id"
         )
 
+    def touched_lately(self, now: datetime, window_days: int) -> "MemoryQuerySet":
+        """Touched within the catalog window (one of its two ways in)."""
+        return self.filter(last_touched_at__gte=now - timedelta(days=window_days))
+
     def tier_counts(
         self, now: datetime, window_days: int | None
     ) -> dict[str, tuple[int, int, int]]:

@@ -48,8 +48,10 @@ from memories.services.exporting import Export, ExportBusy, export_store
 from memories.services.import_runs import recover_interrupted_imports
 from memories.services.importing import Imported, import_store
 from memories.services.loaded import (
+    LastLoads,
     ReflectDue,
     ReflectHistory,
+    last_loads,
     record_reflect,
     reflect_due,
     reflect_history,
@@ -79,6 +81,7 @@ __all__ = [
     "ExportBusy",
     "Hit",
     "Imported",
+    "LastLoads",
     "MemoryDraft",
     "Migrated",
     "OwnerMigrated",
@@ -102,6 +105,7 @@ __all__ = [
     "edit_gist",
     "export_store",
     "import_store",
+    "last_loads",
     "migrate",
     "preview_restore",
     "promote",

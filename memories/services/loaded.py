@@ -103,11 +103,17 @@ def reflect_history(*, owner: User, now: datetime | None = None) -> ReflectHisto
     return ReflectHistory(last_at=last_at, last_client=last_client or "", last_7_days=recent_calls)
 
 
-def reflect_due(*, owner: User, now: datetime | None = None) -> ReflectDue | None:
-    """Whether a reflect is due, and why (None when it is not): before the first reflect,
-    after a closing newer than the last reflect, and once the last reflect is
-    TAPROOT_REFLECT_NUDGE_HOURS old. One query."""
-    now = now_or(now)
+@dataclass(frozen=True)
+class LastLoads:
+    """When the owner last loaded the memory and last closed a conversation (None: never).
+    Read with the bearer token on /mcp (mcp_bridge.auth), so a tool call need not ask."""
+
+    last_reflect: datetime | None
+    last_close: datetime | None
+
+
+def last_loads(owner: User) -> LastLoads:
+    """The owner's latest reflect and latest close, read together (one query)."""
     last = (
         User.objects.filter(pk=owner.pk)
         .annotate(
@@ -125,11 +131,22 @@ def reflect_due(*, owner: User, now: datetime | None = None) -> ReflectDue | Non
         .values_list("last_reflect", "last_close")
         .first()
     )
-    last_reflect, last_close = last if last else (None, None)
-    if last_reflect is None:
+    return LastLoads(*last) if last else LastLoads(None, None)
+
+
+def reflect_due(
+    *, owner: User, now: datetime | None = None, known: LastLoads | None = None
+) -> ReflectDue | None:
+    """Whether a reflect is due, and why (None when it is not): before the first reflect,
+    after a closing newer than the last reflect, and once the last reflect is
+    TAPROOT_REFLECT_NUDGE_HOURS old. `known`: the owner's last loads as already read in
+    this request; one query when not given."""
+    now = now_or(now)
+    last = known if known is not None else last_loads(owner)
+    if last.last_reflect is None:
         return ReflectDue.NEVER_LOADED
-    if last_close is not None and last_close > last_reflect:
+    if last.last_close is not None and last.last_close > last.last_reflect:
         return ReflectDue.CLOSED_SINCE
-    if now - last_reflect > timedelta(hours=reflect_nudge_hours()):
+    if now - last.last_reflect > timedelta(hours=reflect_nudge_hours()):
         return ReflectDue.STALE
     return None

@@ -5,10 +5,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Count
 from django.db.models.functions import Length
 
 from memories.conf import catalog_window_days, meaning_model, reflect_max_tokens
-from memories.models import Closing, Memory, User
+from memories.models import Closing, Memory, Salience, StoreCount, User
 from memories.payload import (
     USAGE_NOTE,
     CatalogEntry,
@@ -42,7 +43,8 @@ def reflect(*, owner: User, now: datetime | None = None) -> ReflectPayload:
 
 
 def _gather(owner: User, now: datetime) -> _Gathered:
-    """Six queries at most, whatever the store's size: counts per category and tier, the
+    """Seven queries at most, whatever the store's size: counts per category and tier (the
+    kept counts, and those touched within the window), the
     core memories that could be shown (their text only for those that could fit in full),
     the recent closings, the catalog lines that could fit, and the short ids shown.
     Nothing is read that the budget rules out before it is read."""
@@ -50,7 +52,7 @@ def _gather(owner: User, now: datetime) -> _Gathered:
     max_tokens = reflect_max_tokens()
     room = max_tokens * 4
     live = Memory.objects.for_owner(owner).live()
-    tier_counts = live.tier_counts(now, window_days)
+    tier_counts = _tier_counts(owner, now, window_days)
     core_total = sum(core for core, _, _ in tier_counts.values())
 
     # Any core memory shown (in full or as a line) takes at least a line's length.
@@ -157,6 +159,51 @@ def _gather(owner: User, now: datetime) -> _Gathered:
     return _Gathered(payload=payload, tier_counts=tier_counts)
 
 
+def _tier_counts(
+    owner: User, now: datetime, window_days: int | None
+) -> dict[str, tuple[int, int, int]]:
+    """Per stored category: (core memories, non-core memories the catalog window admits,
+    non-core memories it leaves out), as Memory.objects.tier_counts counts them, from
+    the kept counts and, when a window is set, the non-core memories below high
+    salience touched within it: that count reads only their entries of the tiers index
+    (each category and salience the kept counts name, from the window's start), however
+    large the store. Without a window every non-core memory is admitted."""
+    counts: dict[str, tuple[int, int, int]] = {}
+    below_high: set[tuple[str, str]] = set()
+    for category, core, salience, n in (
+        StoreCount.objects.for_owner(owner)
+        .filter(archived=False)
+        .values_list("category", "core", "salience", "n")
+    ):
+        core_n, admitted, left_out = counts.get(category, (0, 0, 0))
+        if core:
+            core_n += n
+        elif salience == Salience.HIGH or window_days is None:
+            admitted += n
+        else:
+            left_out += n
+            below_high.add((category, salience))
+        counts[category] = (core_n, admitted, left_out)
+    if below_high and window_days is not None:
+        lately = (
+            Memory.objects.for_owner(owner)
+            .live()
+            .non_core()
+            .filter(
+                category__in=sorted({c for c, _ in below_high}),
+                salience__in=sorted({s for _, s in below_high}),
+            )
+            .touched_lately(now, window_days)
+            .order_by()
+            .values_list("category")
+            .annotate(n=Count("pk"))
+        )
+        for category, n in lately:
+            core_n, admitted, left_out = counts[category]
+            counts[category] = (core_n, admitted + n, left_out - n)
+    return counts
+
+
 def _as_uuid(value: str) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
@@ -202,11 +249,11 @@ def status(*, owner: User, now: datetime | None = None) -> StoreStatus:
     live_by_category = dict.fromkeys(CATEGORY_ORDER, 0)
     for category, counts in gathered.tier_counts.items():
         live_by_category[home_category(category)] += sum(counts)
-    live = sum(live_by_category.values())
     return StoreStatus(
         live_by_category=live_by_category,
-        # All of them, counted in the owner index alone, less the live ones.
-        archived=Memory.objects.for_owner(owner).order_by().count() - live,
+        archived=sum(
+            StoreCount.objects.for_owner(owner).filter(archived=True).values_list("n", flat=True)
+        ),
         closings=Closing.objects.for_owner(owner).count(),
         payload=gathered.payload,
         window_days=catalog_window_days(),

@@ -12,6 +12,7 @@ from oauth2_provider.models import get_access_token_model, set_token_value
 
 from bench.token_lookup import orm_stored_token
 from mcp_bridge.auth import find_access_token, is_for_this_server, stored_token
+from memories.models import Closing, ReflectCall
 from oauth.tokens import token_checksum
 from tests.mcp.tokens import (
     make_access_token,
@@ -253,6 +254,11 @@ def test_the_written_out_token_lookup_reads_what_django_oauth_toolkits_query_rea
     set_token_value(orphan, "no-client")
     orphan.save()
     raw_tokens["without a client"] = "no-client"
+    # The user's last reflect and close come with the token (the other user has neither).
+    loaded_at = timezone.now() - timedelta(hours=3)
+    for hours in (3, 5):
+        ReflectCall.objects.create(owner=user, called_at=timezone.now() - timedelta(hours=hours))
+    Closing.objects.create(owner=user, reflection="Bye.", created_at=loaded_at + timedelta(hours=1))
 
     for kind, raw in raw_tokens.items():
         checksum = token_checksum(raw)
@@ -266,6 +272,8 @@ def test_the_written_out_token_lookup_reads_what_django_oauth_toolkits_query_rea
     live = stored_token(token_checksum(raw_tokens["live"]))
     assert live is not None and live.resource == [settings.TAPROOT_MCP_URL, "https://x.example"]
     assert live.expires.tzinfo is not None
+    assert live.loads.last_reflect == ReflectCall.objects.latest("called_at").called_at
+    assert live.loads.last_close == Closing.objects.get().created_at
     assert stored_token(token_checksum(raw_tokens["without a client"])).client_id == ""
 
 

@@ -1,9 +1,10 @@
 """How many statements each /mcp request sends to the database, pinned: a real server
 (tests.mcp.wrapped_apps:query_counted counts them per request) and real requests.
 
-Every request: the token and its user in one query (mcp_bridge.auth). Then the tool's
-own: see each test. remember and recall end with one more, whether a reflect is due
-(memories.services.loaded: the latest reflect and close, read together). SQLite's BEGIN
+Every request: the token, its user and the user's latest reflect and close in one query
+(mcp_bridge.auth). Then the tool's own: see each test. remember and recall need no more
+to know whether a reflect is due (the latest reflect and close came with the token; it
+took a query of its own before issue 32). SQLite's BEGIN
 is not counted (PostgreSQL starts a transaction without a statement); COMMIT is not a
 statement on either.
 """
@@ -25,7 +26,6 @@ from tests.mcp.wrapped_apps import QUERIES_HEADER, STATEMENTS_HEADER
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
 
 TOKEN_LOOKUP = 1
-REFLECT_HINT = 1
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_a_request_without_a_tool_looks_up_only_its_token(send):
         assert count == TOKEN_LOOKUP, sent["statements"]
 
 
-def test_remember_creates_a_memory_in_seven_statements_and_the_hint(send):
+def test_remember_creates_a_memory_in_seven_statements_hint_included(send):
     remember(send, 0)  # the owner's first memory also makes their row of counts
     count, sent = send(
         tool_call(
@@ -99,7 +99,7 @@ def test_remember_creates_a_memory_in_seven_statements_and_the_hint(send):
     # its vector. On PostgreSQL first the advisory lock that makes identical calls (a
     # retry racing the original) wait for each other; SQLite writers wait already.
     retry_lock = 1 if is_postgres() else 0
-    assert count == TOKEN_LOOKUP + retry_lock + 7 + REFLECT_HINT, sent["statements"]
+    assert count == TOKEN_LOOKUP + retry_lock + 7, sent["statements"]
 
 
 def test_recall_by_ids_reads_ranks_and_strengthens_in_as_few_statements(send):
@@ -109,4 +109,4 @@ def test_recall_by_ids_reads_ranks_and_strengthens_in_as_few_statements(send):
     # The ranking (one query), the memories returned, then the strengthening: one
     # statement on PostgreSQL, two on SQLite (one per table, in one transaction).
     strengthening = 1 if is_postgres() else 2
-    assert count == TOKEN_LOOKUP + 2 + strengthening + REFLECT_HINT, sent["statements"]
+    assert count == TOKEN_LOOKUP + 2 + strengthening, sent["statements"]

@@ -127,9 +127,9 @@ def test_status_query_count_does_not_grow_with_the_store(
 ):
     for i in range(size):
         make_memory(core=i % 7 == 0, updated_at=NOW - timedelta(days=i))
-    # reflect's six reads, the store's and the closings' counts, the reflect history,
-    # three suggestion rules and their short ids.
-    with django_assert_max_num_queries(13):
+    # reflect's seven reads, the archived (kept) and the closings' counts, the reflect
+    # history, three suggestion rules and their short ids.
+    with django_assert_max_num_queries(14):
         assert status(owner=user, now=NOW)["live_memories"] == size
 
 

@@ -11,11 +11,13 @@ from memories.indexing import REBUILD_BATCH, rebuild
 from memories.maintenance import refresh_planner_statistics
 from memories.management.users import user_named
 from memories.models import Memory, RecallIndex
+from memories.models.counts import recount
 
 
 class Command(BaseCommand):
     help = (
-        "Rebuild the recall index (tokens, ranking entries, live counts, and the memory "
+        "Rebuild the recall index (tokens, ranking entries, live counts, the counts "
+        "reflect and status read, and the memory "
         "vectors of the embedder TAPROOT_EMBEDDER names) for the relevance profile "
         "TAPROOT_RANKING names, in batches, for one user or for everyone. Needed after "
         "changing TAPROOT_RANKING or TAPROOT_EMBEDDER; running it again changes nothing."
@@ -50,9 +52,12 @@ class Command(BaseCommand):
             for owner in owners:
                 bar.set_description(owner.get_username())
                 rebuild(owner, batch_size=max(1, options["batch_size"]), advance=bar.update)
+        wrong = recount([owner.pk for owner in owners])
         refresh_planner_statistics(vacuum=True)
         vectors = f" and the {semantic.name!r} embedder" if semantic is not None else ""
         self.stdout.write(
             f"Rebuilt the recall index of {len(owners)} account(s), {total} memories, "
             f"for the {profile!r} relevance profile{vectors}."
         )
+        if wrong:
+            self.stdout.write(f"Corrected {wrong} of the counts reflect and status read.")
