@@ -77,13 +77,15 @@ def restore_backup(
                 raise BackupError(
                     f"{path} is damaged: its database does not hold the rows its manifest lists."
                 )
-            check_no_foreign_objects(sqlite.triggers_and_views(database), path)
+            check_no_foreign_objects(sqlite.triggers_and_views(database), path, vendor="sqlite")
             held = held_data(sqlite.held_rows(target))
         else:
             data_tables = postgres.read_dump(
                 database, set(manifest.tables), what=f"The database in {path}", progress=progress
             )
-            check_no_foreign_objects(postgres.triggers_and_views(database), path)
+            check_no_foreign_objects(
+                postgres.triggers_and_views(database), path, vendor="postgresql"
+            )
             held = held_data(postgres.held_rows(connection))
         before = None
         if held:

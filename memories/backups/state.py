@@ -94,17 +94,27 @@ def check_migrations_known(applied: dict[str, list[str]], made_by: str) -> None:
         )
 
 
-# The triggers and views Taproot's migrations make: none. A backup holding others was
-# changed after it was made (its manifest recomputed to match), and code in a trigger
-# runs on every write of the restored server. tests/backups/test_restore.py checks this
-# against what the migrations make on both databases.
-MIGRATION_MADE_TRIGGERS_AND_VIEWS: frozenset[str] = frozenset()
+# The triggers and views Taproot's migrations make: the ones that keep the store's counts
+# (memories.models.counts_sql). A backup holding others was changed after it was made (its
+# manifest recomputed to match), and code in a trigger runs on every write of the restored
+# server. tests/backups/test_restore.py checks this against what the migrations make on
+# both databases.
+MIGRATION_MADE_TRIGGERS_AND_VIEWS: dict[str, frozenset[str]] = {
+    "sqlite": frozenset(
+        f"trigger {name} on memories_memory"
+        for name in ("storecount_insert", "storecount_delete", "storecount_update")
+    ),
+    "postgresql": frozenset(
+        f"trigger {name} on memories_memory"
+        for name in ("storecount_insert_delete", "storecount_update")
+    ),
+}
 
 
-def check_no_foreign_objects(found: Iterable[str], path: object) -> None:
+def check_no_foreign_objects(found: Iterable[str], path: object, *, vendor: str) -> None:
     """BackupError naming the triggers and views in a backup that the migrations did not
-    make; `found` names each as "trigger NAME" or "view NAME"."""
-    foreign = sorted(set(found) - MIGRATION_MADE_TRIGGERS_AND_VIEWS)
+    make; `found` names each as "trigger NAME on TABLE" or "view NAME"."""
+    foreign = sorted(set(found) - MIGRATION_MADE_TRIGGERS_AND_VIEWS[vendor])
     if foreign:
         raise BackupError(
             f"{path} is refused: its database holds {', '.join(foreign[:5])}, which "

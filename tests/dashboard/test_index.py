@@ -319,10 +319,10 @@ def test_list_query_count_does_not_grow_with_the_memories_shown(
             retrieval_count=index,
         )
 
-    # session, user, state counts, page count, page rows, their short ids, reflect's six
-    # reads (the kept counts, those touched lately, no core text here), the reflect
-    # history, three suggestion rules and their short ids
-    with django_assert_num_queries(17):
+    # session, user, state counts, page count, page rows, their short ids, reflect's five
+    # reads (the kept counts; no window is set, so none of those touched lately; no core
+    # text here), the reflect history, three suggestion rules and their short ids
+    with django_assert_num_queries(16):
         response = logged_in.get(URL)
 
     assert len(card_ids(response)) == min(count, 25)
