@@ -105,8 +105,8 @@ def test_postgres_connections_the_server_dropped_do_not_fail_the_next_tool_call(
         with portal.wrap_async_context_manager(session) as client:
             mcp = McpCaller(portal=portal, client=client)
             note = {"category": "episodic", "content": "Before the restart.", "gist": "Early"}
-            for _ in range(5):
-                mcp.reply("taproot_remember", note)
+            for n in range(5):  # each different: an identical one is a retry, stored once
+                mcp.reply("taproot_remember", {**note, "content": f"Before the restart ({n})."})
             assert settle(lambda: connection_states(POOLED_NAME), lambda s: bool(s))
             # As a database restart, or an idle timeout on the way, would.
             with connection.cursor() as cursor:
