@@ -31,11 +31,10 @@ from memories.timeutil import day, isoformat, micros
 from memories.vocabulary import CATEGORY_ORDER, HIGH, SHORT_ID_MIN, home_category, salience_rank
 
 USAGE_NOTE = (
-    "Each catalog line reads [id] gist, [high] before the gist of a high-salience memory, "
-    "high ones first and then the most recently touched, under a heading of the month "
-    "they were last touched (2026-11:); core_overflow lines add the category after the "
-    "id: load any memory in full with taproot_recall(ids=[...]) and search all of them, "
-    "listed or not, with taproot_recall(query=...)."
+    "Catalog lines read [id] gist ([high] marks high salience), high first then the most "
+    "recently touched, under the month last touched (2026-11:); core_overflow lines add "
+    "the category after the id: load any memory in full with taproot_recall(ids=[...]) "
+    "and search all, listed or not, with taproot_recall(query=...)."
 )
 NO_GIST = "(no gist yet: run taproot_migrate)"
 # Ends a closing reflection cut short to fit the budget.

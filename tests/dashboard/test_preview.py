@@ -156,7 +156,7 @@ def test_lines_the_budget_cut_are_listed_and_marked_on_their_cards(
 def test_cut_lines_reflect_never_read_are_counted_and_still_marked(
     logged_in, make_memory, settings
 ):
-    settings.REFLECT_MAX_TOKENS = 500  # room for at most 109 catalog lines
+    settings.REFLECT_MAX_TOKENS = 500  # room for at most 113 catalog lines
     for i in range(130):
         make_memory(gist=f"Line {i}")
 
