@@ -141,12 +141,6 @@ class Scorer:
         return {str(budget): self.tallies[budget].summary() for budget in self.budgets}
 
 
-def ask(owner: Any, questions: Iterable[locomo.Question], at: datetime) -> None:
-    """The questions through the real recall, which strengthens what it returns."""
-    for question in questions:
-        recall(owner=owner, query=question.text, limit=RECALL_LIMIT, now=at)
-
-
 def shown_like_random(unit: str, conversation_number: int, seq: int, variant: int) -> uuid.UUID:
     """bench.retrieval's ids with the memory's place first: they sort alike within a store
     (so recall breaks ties as in the usage replay), and differ in their first 8 characters
@@ -170,7 +164,13 @@ def static(
             at = start + first * QUESTION_GAP
             scorer.score(owners[conversation], Moment(conversation, at, group), names.__getitem__)
             for i, question in enumerate(group):
-                ask(owners[conversation], [question], start + (first + i) * QUESTION_GAP)
+                # Through the real recall, which strengthens what it returns.
+                recall(
+                    owner=owners[conversation],
+                    query=question.text,
+                    limit=RECALL_LIMIT,
+                    now=start + (first + i) * QUESTION_GAP,
+                )
             progress.advance(len(group))
     return scorer.summary()
 
