@@ -60,12 +60,14 @@ PROFILES = {"quick": (1_000, 10_000), "full": (1_000, 10_000, 100_000)}
 TIMING = {"quick": (1.0, 4.0), "full": (3.0, 8.0)}
 HTTP_SIZE = 10_000
 PARTS = ("service", "retrieval", "http")
-# `retrieval` is the static LoCoMo run and its replay as real use; `replay` alone is the
-# replay (bench.replay), `static` alone the static run.
+# `retrieval` is the static LoCoMo run, its replay as real use and the context replay;
+# `replay` alone is the replay (bench.replay), `static` alone the static run, `context`
+# alone what reflect shows of what the conversations go on to ask (bench.context).
 RETRIEVAL_RUNS = {
-    "retrieval": ("static", "replay"),
+    "retrieval": ("static", "replay", "context"),
     "replay": ("replay",),
     "static": ("static",),
+    "context": ("context",),
 }
 
 
@@ -251,7 +253,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO, help="LoCoMo-format file")
     parser.add_argument(
-        "--parts", default=",".join(PARTS), help="service, retrieval (or replay alone), http"
+        "--parts",
+        default=",".join(PARTS),
+        help="service, retrieval (or replay, static or context alone), http",
     )
     parser.add_argument(
         "--activation",
@@ -342,13 +346,17 @@ def main(argv: list[str]) -> None:
                     elif not args.keep_databases:
                         drop(db)
         asked = {r for p in parts for r in RETRIEVAL_RUNS.get(p, ())}
-        retrieval_runs = [r for r in RETRIEVAL_RUNS["retrieval"] if r in asked]
+        retrieval_runs: list[str] = [r for r in ("static", "replay") if r in asked]
         if retrieval_runs and (
             retrieval := run_retrieval(
                 args, backends, database, out_dir, retrieval_runs, results["notes"]
             )
         ):
             results["retrieval"] = retrieval
+        if "context" in asked and (
+            context := run_context(args, backends, database, out_dir, results["notes"])
+        ):
+            results["context"] = context
         if "http" in parts:
             results["http"] = run_http(args, backends, databases, out_dir, results["service"])
     finally:
@@ -497,6 +505,30 @@ def run_retrieval(
     if len(measured) == 2:
         first["checks"].extend(_same_rankings(measured))
     return first
+
+
+def run_context(
+    args: argparse.Namespace,
+    backends: list[str],
+    database: Callable[[str, str], BenchDatabase],
+    out_dir: Path,
+    notes: list[str],
+) -> dict[str, Any] | None:
+    """The context replay (bench.context) on the first database: reflect reads the same
+    rows on either, and the replay is about what it shows, not how fast."""
+    if not args.locomo.exists():
+        notes.append(f"LoCoMo data not found at {args.locomo}: the context replay not run")
+        return None
+    db = database(backends[0], "context")
+    recreate(db)
+    log(f"what reflect shows on LoCoMo (context): {db.label}")
+    measured = run_child(
+        ["context", "--database-url", db.url, "--data", str(args.locomo)],
+        out_dir / f"context-{backends[0]}.json",
+    )
+    if not args.keep_databases:
+        drop(db)
+    return measured
 
 
 def _same_rankings(runs: dict[str, dict[str, Any]]) -> list[str]:

@@ -56,6 +56,12 @@ def _retrieval(args: argparse.Namespace) -> dict[str, Any]:
     return {"activation": activation, **report} if activation else report
 
 
+def _context(args: argparse.Namespace) -> dict[str, Any]:
+    from bench import context
+
+    return context.run(data_path=args.data)
+
+
 def _http(args: argparse.Namespace) -> dict[str, Any]:
     from bench import http_bench
     from bench.timing import RunPlan
@@ -95,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     quality.add_argument("--systems", default="", help="rankings to run, ';'-separated")
     quality.add_argument("--sweep", default="[]", help="constants to rank with too, JSON list")
+    seen = sub.add_parser("context", help="what reflect shows of what LoCoMo goes on to ask")
+    seen.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
     http = sub.add_parser("http", help="MCP tool calls over HTTP against uvicorn")
     http.add_argument("--size", type=int, required=True)
     http.add_argument("--seed", type=int, default=7)
@@ -102,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     http.add_argument("--max-runs", type=int, default=300)
     http.add_argument("--budget", type=float, default=3.0, help="seconds per tool")
     http.add_argument("--seconds", type=float, default=8.0, help="per throughput run")
-    for sp in (service, prepare, quality, http):
+    for sp in (service, prepare, quality, seen, http):
         sp.add_argument("--database-url", required=True)
         sp.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -121,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
         "service": _service,
         "prepare": _prepare,
         "retrieval": _retrieval,
+        "context": _context,
         "http": _http,
     }[args.command]
     result = {"backend": connection.vendor, **measure(args)}

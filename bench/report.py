@@ -575,6 +575,32 @@ def minilm_targets_section(results: dict[str, Any]) -> str:
     return table(("unit", "target", "needs", "measured", ""), rows)
 
 
+def context_section(results: dict[str, Any]) -> str:
+    """What reflect shows of what the conversations go on to ask (bench.context)."""
+    context = results.get("context")
+    if not context:
+        return "Not run."
+    headers = ["protocol", "budget", "hit rate", "hits per 1k tokens", "tokens (mean)", "over"]
+    parts = []
+    for unit in ("observation", "turn"):
+        measured = context.get(unit)
+        if not measured:
+            continue
+        rows = [
+            [protocol, f"{int(budget):,}", f"{row['hit_rate']:.3f}",
+             f"{row['hits_per_1k_tokens']:.3f}", f"{row['tokens_mean']:,.0f}", row["over_budget"]]
+            for protocol in ("static", "growing")
+            for budget, row in measured.get(protocol, {}).items()
+        ]  # fmt: skip
+        parts.append(
+            f"**{unit} unit**: {measured['memories']:,} memories in {measured['conversations']} "
+            f"stores, {measured['questions']} questions; reachable (every memory shown) "
+            f"{measured['reachable']:.3f}."
+        )
+        parts.append(table(headers, rows))
+    return "\n\n".join(parts)
+
+
 def _verdict_at_least(value: float, floor: float) -> str:
     return "met" if value >= floor - 1e-9 else "**missed**"
 
@@ -750,6 +776,8 @@ def render(results: dict[str, Any]) -> str:
         replay_targets_section(results),
         "## Targets of MiniLM (issue 25)",
         minilm_targets_section(results),
+        "## What Claude sees at the start (issue 33)",
+        context_section(results),
     ]
     notes = results.get("notes")
     if notes:

@@ -15,7 +15,7 @@ import re
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +59,12 @@ def memory_id(unit: str, conversation_number: int, seq: int, variant: int = 0) -
 
 
 def load(
-    benchmark: locomo.Benchmark, variant: int = 0
+    benchmark: locomo.Benchmark,
+    variant: int = 0,
+    id_for: Callable[[str, int, int, int], uuid.UUID] = memory_id,
 ) -> tuple[dict[str, Any], dict[uuid.UUID, str]]:
-    """One user per conversation; returns the users and stored id → memory key."""
+    """One user per conversation; returns the users and stored id → memory key. `id_for`
+    (unit, conversation number, seq, variant) gives each memory's id."""
     grouped = benchmark.by_conversation()
     conversations = list(grouped)
     owner_of = {conv: f"locomo-{variant}-{benchmark.unit}-{conv}" for conv in conversations}
@@ -71,7 +74,7 @@ def load(
     for number, conv in enumerate(conversations, 1):
         for memory in grouped[conv]:
             stamp = memory.created_at
-            pk = memory_id(benchmark.unit, number, memory.seq, variant)
+            pk = id_for(benchmark.unit, number, memory.seq, variant)
             keys[pk] = memory.key
             rows.append(
                 SyntheticMemory(

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.utils.timesince import timesince
 
-from memories.payload import CatalogEntry, CoreEntry, ReflectPayload
+from memories.payload import CatalogEntry, CoreEntry, ReflectPayload, catalog_headings
 from memories.services import ReflectHistory
 from memories.vocabulary import CATEGORY_ORDER, home_category
 
@@ -27,10 +27,12 @@ class CoreBlock:
 
 @dataclass(frozen=True)
 class PreviewLine:
-    """A line as sent, with the memory it stands for."""
+    """A line as sent, with the memory it stands for and the month heading sent before it
+    (catalog lines only, where their category's month changes)."""
 
     entry: CatalogEntry | CoreEntry
     text: str
+    heading: str | None = None
 
     @property
     def category(self) -> str:
@@ -153,9 +155,9 @@ def build_preview(
     for category, items in payload["core_memories"].items():
         core[category] = [CoreBlock(entries[item["id"]], item) for item in items]
     lines: dict[str, list[PreviewLine]] = {c: [] for c in CATEGORY_ORDER}
-    for entry in reflect.included:
+    for entry, heading in zip(reflect.included, catalog_headings(reflect.included), strict=True):
         lines[home_category(entry.category)].append(
-            PreviewLine(entry, entry.line(reflect.shown_id(entry.id)))
+            PreviewLine(entry, entry.line(reflect.shown_id(entry.id)), heading)
         )
     cut = payload["budget"].get("cut", {})
     omitted = payload.get("catalog_omitted", {})

@@ -28,19 +28,24 @@ from typing import Any
 
 from memories.jsonutil import dumps
 from memories.timeutil import day, isoformat, micros
-from memories.vocabulary import CATEGORY_ORDER, SHORT_ID_MIN, home_category, salience_rank
+from memories.vocabulary import CATEGORY_ORDER, HIGH, SHORT_ID_MIN, home_category, salience_rank
 
 USAGE_NOTE = (
-    "Each line reads [id] [salience] [last touched] gist under its category (core_overflow "
-    "lines add the category after the id): load any memory in full with "
-    "taproot_recall(ids=[...]) and search all of them, listed or not, with "
-    "taproot_recall(query=...)."
+    "Catalog lines read [id] gist ([high] marks high salience), high first then the most "
+    "recently touched, under the month last touched (2026-11:); core_overflow lines add "
+    "the category after the id: load any memory in full with taproot_recall(ids=[...]) "
+    "and search all, listed or not, with taproot_recall(query=...)."
 )
 NO_GIST = "(no gist yet: run taproot_migrate)"
 # Ends a closing reflection cut short to fit the budget.
 SHORTENED_MARKER = " […shortened to fit the token budget]"
 # A closing is never shortened below this many characters of its text: it is left out.
 CLOSING_MIN_CHARS = 100
+
+
+def _salience_mark(salience: str) -> str:
+    """Only high salience is said: it is what changes what Claude does with a line."""
+    return "[high] " if salience == HIGH else ""
 
 
 def _gist_text(gist: str) -> str:
@@ -77,8 +82,8 @@ class CoreEntry:
     def line(self, shown_id: str | None = None) -> str:
         """As sent in core_overflow: a catalog line that names its category."""
         return (
-            f"[{shown_id or self.id}] [{home_category(self.category)}] [{self.salience}] "
-            f"[{day(self.last_touch)}] {_gist_text(self.gist)}"
+            f"[{shown_id or self.id}] [{home_category(self.category)}] "
+            f"{_salience_mark(self.salience)}{_gist_text(self.gist)}"
         )
 
 
@@ -92,9 +97,11 @@ class CatalogEntry:
 
     def line(self, shown_id: str | None = None) -> str:
         """As sent, under its category."""
-        return f"[{shown_id or self.id}] [{self.salience}] [{day(self.last_touch)}] " + _gist_text(
-            self.gist
-        )
+        return f"[{shown_id or self.id}] {_salience_mark(self.salience)}{_gist_text(self.gist)}"
+
+    def heading(self) -> str:
+        """The month of its last touch, as the item that heads its lines: "2026-11:"."""
+        return f"{day(self.last_touch)[:7]}:"
 
 
 @dataclass(frozen=True)
@@ -161,9 +168,9 @@ def estimate_tokens(text: str) -> int:
 
 
 # The shortest a line can be in the payload, as counted against the budget: an id of
-# SHORT_ID_MIN characters, an empty salience, a date and a one-character gist, in quotes,
-# with a separating comma. A core memory sent in full is longer still.
-MIN_LINE_CHARS = len(f'"[{"0" * SHORT_ID_MIN}] [] [2026-01-01] x",')
+# SHORT_ID_MIN characters and a one-character gist, in quotes, with a separating comma.
+# A core memory sent in full is longer still.
+MIN_LINE_CHARS = len(f'"[{"0" * SHORT_ID_MIN}] x",')
 
 
 def max_lines(chars: int) -> int:
@@ -264,8 +271,8 @@ class _Builder:
         self.core_line_text = [e.line(_shown(self.shown, e.id)) for e in self.core]
         self.core_line_json = [dumps(text) for text in self.core_line_text]
         self.catalog_homes = [home_category(e.category) for e in self.lines]
-        self.catalog_text = [e.line(_shown(self.shown, e.id)) for e in self.lines]
-        self.catalog_json = [dumps(text) for text in self.catalog_text]
+        self.catalog_text = _catalog_items(self.lines, self.shown)
+        self.catalog_json = [",".join(dumps(t) for t in items) for items in self.catalog_text]
 
     # --- one layout ------------------------------------------------------------------
 
@@ -339,7 +346,7 @@ class _Builder:
         if parts.core_omitted:
             payload["core_omitted"] = parts.core_omitted
         payload["catalog"] = {
-            category: [self.catalog_text[i] for i in indices]
+            category: [text for i in indices for text in self.catalog_text[i]]
             for category, indices in parts.catalog_groups.items()
         }
         payload["catalog_count"] = layout.n_catalog
@@ -495,6 +502,30 @@ class _Builder:
 
 
 _USAGE_JSON = dumps(USAGE_NOTE)
+
+
+def catalog_headings(lines: Iterable[CatalogEntry]) -> list[str | None]:
+    """For catalog lines in catalog order, the month heading each one opens (None when the
+    line before it in its category was touched in the same month). A category's lines
+    sent are always the first of its order, so a line's heading is the same whatever the
+    budget cuts."""
+    last: dict[str, str] = {}
+    headings: list[str | None] = []
+    for entry in lines:
+        home, heading = home_category(entry.category), entry.heading()
+        headings.append(None if last.get(home) == heading else heading)
+        last[home] = heading
+    return headings
+
+
+def _catalog_items(
+    lines: Sequence[CatalogEntry], shown: Mapping[str, str] | None
+) -> list[list[str]]:
+    """Each catalog line as sent: its text, after the heading it opens."""
+    return [
+        ([heading] if heading else []) + [entry.line(_shown(shown, entry.id))]
+        for entry, heading in zip(lines, catalog_headings(lines), strict=True)
+    ]
 
 
 def _groups_json(groups: dict[str, list[int]], items_json: list[str]) -> str:

@@ -258,3 +258,26 @@ def test_minilm_is_held_to_its_own_targets_when_it_was_measured() -> None:
     assert report.minilm_targets_section({"retrieval": _retrieval(0.617, 1.0)}).startswith(
         "Not measured"
     )
+
+
+def test_the_context_replay_is_tabled_per_unit_protocol_and_budget() -> None:
+    results = _results()
+    assert report.context_section(results) == "Not run."
+    row = {"hit_rate": 0.5, "hits_per_1k_tokens": 0.75, "tokens_mean": 1990.4, "over_budget": 0}
+    results["context"] = {
+        "observation": {
+            "memories": 1210,
+            "questions": 760,
+            "conversations": 5,
+            "reachable": 0.785,
+            "static": {"2000": row},
+            "growing": {"2000": {**row, "hit_rate": 0.25}},
+        }
+    }
+    section = report.context_section(results)
+    assert "**observation unit**: 1,210 memories in 5 stores, 760 questions" in section
+    assert "reachable (every memory shown) 0.785" in section
+    assert "| static | 2,000 | 0.500 | 0.750 | 1,990 | 0 |" in section
+    assert "| growing | 2,000 | 0.250 | 0.750 | 1,990 | 0 |" in section
+    assert "turn unit" not in section
+    assert "## What Claude sees at the start (issue 33)" in report.render(results)

@@ -200,9 +200,11 @@ def test_salience_change_updates_preview_and_size_without_reload(session, store)
     page.evaluate("window.notReloaded = true")
     # Tokens and bytes: a line one character longer may leave the tokens equal.
     size_before = page.locator(".budget-figures").inner_text()
-    # No catalog window by default: the old memory is listed, at its low salience.
+    # No catalog window by default: the old memory is listed, unmarked at its low salience
+    # (a line says its salience only when it is high).
     line = page.locator(f"#reflect-preview a.preview-line[data-memory-id='{stale.pk}']")
-    expect(line).to_contain_text("[low]")
+    expect(line).to_contain_text(stale.gist)
+    expect(line).not_to_contain_text("[high]")
 
     card(page, stale).get_by_label("Salience").select_option("high")
 

@@ -45,7 +45,8 @@ def test_preview_shows_core_in_full_catalog_lines_omitted_counts_and_closings(
         f'class="preview-line cat-error" href="/dashboard/memories/{line.pk}/" '
         f'data-memory-id="{line.pk}"'
     ) in html
-    expected_line = reflect(owner=user).payload["catalog"]["error"][0]
+    heading, expected_line = reflect(owner=user).payload["catalog"]["error"]
+    assert f'<li class="preview-month"><code>{escape(heading)}</code></li>' in html
     assert f"<code>{escape(expected_line)}</code>" in html
     episodic_row = html.split('<tr class="cat-episodic">', 1)[1].split("</tr>", 1)[0]
     assert episodic_row.endswith("episodic</th><td>2</td><td>0</td>")
@@ -155,8 +156,8 @@ def test_lines_the_budget_cut_are_listed_and_marked_on_their_cards(
 def test_cut_lines_reflect_never_read_are_counted_and_still_marked(
     logged_in, make_memory, settings
 ):
-    settings.REFLECT_MAX_TOKENS = 500  # room for at most 63 catalog lines
-    for i in range(80):
+    settings.REFLECT_MAX_TOKENS = 500  # room for at most 113 catalog lines
+    for i in range(130):
         make_memory(gist=f"Line {i}")
 
     response = logged_in.get("/dashboard/")
@@ -178,7 +179,8 @@ def test_preview_groups_exactly_the_lines_of_the_payload(user, make_memory):
 
     for group in preview.categories:
         catalog = payload.payload["catalog"].get(group.category, [])
-        assert [line.text for line in group.lines] == catalog
+        sent = [item for line in group.lines for item in (line.heading, line.text) if item]
+        assert sent == catalog
         core = payload.payload["core_memories"].get(group.category, [])
         assert [block.item for block in group.core] == core
 
@@ -282,7 +284,7 @@ def test_lines_the_budget_cut_show_their_shortest_unique_ids_too(logged_in, make
     response = logged_in.get(URL)
 
     assert cut.pk in {uuid.UUID(entry.id) for entry in response.context["preview"].cut}
-    assert "<code>[a002ab76-58b] [low]" in response.text
+    assert f"<code>[a002ab76-58b] {cut.gist}</code>" in response.text
 
 
 def test_counts_agree_with_their_nouns(logged_in, make_memory):

@@ -65,7 +65,7 @@ def test_reflect_sends_the_payload_exactly_as_the_service_builds_it(eras, make_m
         assert list(payload["core_memories"]) == ["identity"]
         assert payload["core_memories"]["identity"][0]["content"] == "I am Claude, curious."
         assert payload["catalog_count"] == 1
-        assert payload["catalog"]["episodic"][0].endswith("Planning the spring garden")
+        assert payload["catalog"]["episodic"][-1].endswith("Planning the spring garden")
         assert "Gone" not in text
 
 
@@ -134,7 +134,8 @@ def test_tools_take_the_short_ids_the_payload_shows_and_reply_with_whole_ids(era
     for mcp in eras:
         fresh_store()
         memory = make_memory(**recent(gist="Planning the spring garden"))
-        line = mcp.reply("taproot_reflect")["catalog"]["episodic"][0]
+        heading, line = mcp.reply("taproot_reflect")["catalog"]["episodic"]
+        assert heading.endswith(":")
         short = line[1 : line.index("]")]
         assert short == str(memory.pk)[:8]
         recalled = mcp.reply("taproot_recall", {"ids": [short]})

@@ -21,6 +21,7 @@ from memories.payload import (
     _Builder,
     _Layout,
     build_reflect_payload,
+    catalog_headings,
     catalog_note,
     catalog_order,
     estimate_tokens,
@@ -106,8 +107,15 @@ def core_entry(
     )
 
 
+def lines_of(items: list[str]) -> list[str]:
+    """Catalog items without the month headings."""
+    return [text for text in items if text.startswith("[")]
+
+
 def all_lines(payload) -> list[str]:
-    return [text for category in CATEGORIES for text in payload["catalog"].get(category, [])]
+    return [
+        text for category in CATEGORIES for text in lines_of(payload["catalog"].get(category, []))
+    ]
 
 
 # --- shape ----------------------------------------------------------------------------
@@ -157,7 +165,15 @@ def test_text_is_the_compact_json_of_the_payload_and_tokens_measure_it():
 
 def test_usage_note_says_how_to_read_a_line_in_one_sentence():
     assert USAGE_NOTE.count(". ") == 0 and USAGE_NOTE.endswith(".")
-    for phrase in ("[id] [salience] [last touched] gist", "core_overflow", "taproot_recall(ids"):
+    for phrase in (
+        "[id] gist",
+        "[high]",
+        "month",
+        "(2026-11:)",
+        "core_overflow",
+        "taproot_recall(ids",
+        "taproot_recall(query",
+    ):
         assert phrase in USAGE_NOTE
 
 
@@ -189,9 +205,7 @@ def test_ids_and_links_are_shown_as_the_short_ids_given():
     payload = build(core=[memory], catalog=[catalog], shown_ids=shown).payload
     sent = payload["core_memories"]["identity"][0]
     assert (sent["id"], sent["linked_memories"]) == ("c0000000", ["abcdef12"])
-    assert payload["catalog"]["episodic"] == [
-        "[00000000-0] [medium] [2026-11-29] Catalog line number 7"
-    ]
+    assert payload["catalog"]["episodic"] == ["2026-11:", "[00000000-0] Catalog line number 7"]
 
 
 def test_core_memories_go_salience_high_to_low_then_newest_first():
@@ -210,7 +224,7 @@ def test_core_memories_go_salience_high_to_low_then_newest_first():
     ]
 
 
-def test_catalog_line_leaves_out_the_category_and_uses_the_utc_date_of_the_last_touch():
+def test_catalog_line_is_id_and_gist_under_the_utc_month_of_its_last_touch():
     from zoneinfo import ZoneInfo
 
     entry = CatalogEntry(
@@ -222,8 +236,40 @@ def test_catalog_line_leaves_out_the_category_and_uses_the_utc_date_of_the_last_
         last_touch=datetime(2026, 6, 1, 0, 30, tzinfo=ZoneInfo("Europe/Lisbon")),
     )
     payload = build(catalog=[entry]).payload
-    assert payload["catalog"] == {"error": ["[abc] [low] [2026-05-31] Mixed up the dates"]}
+    assert payload["catalog"] == {"error": ["2026-05:", "[abc] Mixed up the dates"]}
     assert payload["catalog_count"] == 1
+
+
+def test_only_high_salience_is_marked_and_a_month_heads_its_run_of_lines():
+    entries = [
+        line(1, salience="high", days_ago=40),
+        line(2, salience="medium", days_ago=1),
+        line(3, salience="low", days_ago=3),
+        line(4, salience="medium", days_ago=60),
+        line(5, salience="low", days_ago=0, category="error"),
+        line(6, salience="low", days_ago=4),
+    ]
+    payload = build(catalog=entries).payload
+    # In catalog order (high, then newest first within each salience), a month heading
+    # wherever a category's month changes, so the same month may head two runs.
+    assert payload["catalog"] == {
+        "episodic": [
+            "2026-10:",
+            f"[{entries[0].id}] [high] Catalog line number 1",
+            "2026-11:",
+            f"[{entries[1].id}] Catalog line number 2",
+            "2026-09:",
+            f"[{entries[3].id}] Catalog line number 4",
+            "2026-11:",
+            f"[{entries[2].id}] Catalog line number 3",
+            f"[{entries[5].id}] Catalog line number 6",
+        ],
+        "error": ["2026-11:", f"[{entries[4].id}] Catalog line number 5"],
+    }
+    assert payload["catalog_count"] == 6
+    assert catalog_headings(sorted(entries, key=catalog_order)) == [
+        "2026-10:", "2026-11:", "2026-09:", "2026-11:", "2026-11:", None
+    ]  # fmt: skip
 
 
 def test_catalog_orders_salience_then_last_touch_newest_then_id():
@@ -236,7 +282,7 @@ def test_catalog_orders_salience_then_last_touch_newest_then_id():
         line(6, salience="high", days_ago=2),
     ]
     payload = build(catalog=entries).payload
-    assert [text[34:37] for text in payload["catalog"]["episodic"]] == [
+    assert [text[34:37] for text in lines_of(payload["catalog"]["episodic"])] == [
         "006",
         "002",
         "004",
@@ -308,15 +354,15 @@ def test_drifted_categories_are_shown_where_migrate_would_put_them():
         omitted={"event": 2},
     ).payload
     assert len(payload["core_memories"]["identity"]) == 1
-    assert len(payload["catalog"]["active_thread"]) == 1
-    assert len(payload["catalog"]["error"]) == 1
+    assert len(lines_of(payload["catalog"]["active_thread"])) == 1
+    assert len(lines_of(payload["catalog"]["error"])) == 1
     assert payload["catalog_omitted"] == {"episodic": 2}
 
 
 def test_more_catalog_lines_per_token_than_the_old_lines_with_whole_ids_and_categories():
     entry = line(1, category="relationship", gist="Calls on Sunday evenings are for family")
     lean = entry.line("a002ab76")
-    assert lean == "[a002ab76] [medium] [2026-11-29] Calls on Sunday evenings are for family"
+    assert lean == "[a002ab76] Calls on Sunday evenings are for family"
     old = f"[{entry.id}] [relationship] [medium] [2026-11-29] {entry.gist}"
     assert len(old) / len(lean) > 1.5
 
@@ -352,6 +398,9 @@ def with_one_cut_line_back(result, omitted: dict[str, int], window_days: int) ->
     restored = result.cut[0]
     category = restored.category
     grouped = payload["catalog"]
+    before = [e for e in result.included if e.category == category]
+    if not before or before[-1].heading() != restored.heading():
+        grouped.setdefault(category, []).append(restored.heading())
     grouped.setdefault(category, []).append(restored.line())
     payload["catalog"] = {c: grouped[c] for c in CATEGORIES if c in grouped}
     payload["catalog_count"] += 1
@@ -513,7 +562,7 @@ def test_core_memories_that_do_not_fit_in_full_become_lines_in_core_order():
     order = sorted(core, key=catalog_order)
     assert [e.id for e in result.core_full] == [e.id for e in order[:n_full]]
     assert payload["core_overflow"] == [e.line() for e in order[n_full:]]
-    assert payload["core_overflow"][0].startswith(f"[{order[n_full].id}] [identity] [medium] [")
+    assert payload["core_overflow"][0] == f"[{order[n_full].id}] [identity] {order[n_full].gist}"
     assert "core_omitted" not in payload
     assert payload["core_count"] == 20
     # The most that fit: one more in full does not.

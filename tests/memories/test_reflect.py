@@ -26,9 +26,18 @@ def line_id(text: str) -> str:
     return text[1 : text.index("]")]
 
 
+def catalog_lines(items: list[str]) -> list[str]:
+    """A category's catalog items without the month headings."""
+    return [text for text in items if text.startswith("[")]
+
+
 def catalog_ids(result) -> list[str]:
     catalog = result.payload["catalog"]
-    return [line_id(text) for category in CATEGORIES for text in catalog.get(category, [])]
+    return [
+        line_id(text)
+        for category in CATEGORIES
+        for text in catalog_lines(catalog.get(category, []))
+    ]
 
 
 def test_reflect_returns_the_exact_text_it_describes(user, make_memory):
@@ -70,7 +79,7 @@ def test_the_window_is_inclusive_at_exactly_45_days(user, make_memory):
     make_memory(updated_at=NOW - WINDOW - MICROSECOND, gist="Just outside")
     result = reflect(owner=user, now=NOW)
     assert catalog_ids(result) == [shown(edge)]
-    assert result.payload["catalog"]["episodic"] == [f"[{shown(edge)}] [medium] [2026-10-15] Edge"]
+    assert result.payload["catalog"]["episodic"] == ["2026-10:", f"[{shown(edge)}] Edge"]
     assert result.payload["catalog_omitted"] == {"episodic": 1}
 
 
@@ -83,7 +92,8 @@ def test_a_recent_retrieval_keeps_an_old_memory_in_the_window_and_sets_its_date(
     )
     result = reflect(owner=user, now=NOW)
     assert result.payload["catalog"]["episodic"] == [
-        f"[{shown(memory)}] [medium] [2026-11-26] Retrieved lately"
+        "2026-11:",
+        f"[{shown(memory)}] Retrieved lately",
     ]
 
 
@@ -108,7 +118,7 @@ def test_catalog_order_and_omitted_counts_per_category(user, make_memory):
     make_memory(category="error", updated_at=old, salience="low")
     make_memory(category="relationship", updated_at=old)
     payload = reflect(owner=user, now=NOW).payload
-    assert [line_id(text) for text in payload["catalog"]["identity"]] == [
+    assert [line_id(text) for text in catalog_lines(payload["catalog"]["identity"])] == [
         shown(b),
         shown(c),
         shown(a),
@@ -157,7 +167,7 @@ def test_the_window_follows_the_setting(user, make_memory):
     inside = make_memory(updated_at=NOW - timedelta(days=10))
     make_memory(updated_at=NOW - timedelta(days=11))
     payload = reflect(owner=user, now=NOW).payload
-    assert [line_id(t) for t in payload["catalog"]["episodic"]] == [shown(inside)]
+    assert [line_id(t) for t in catalog_lines(payload["catalog"]["episodic"])] == [shown(inside)]
     assert "10 days" in payload["catalog_note"]
 
 
@@ -175,7 +185,10 @@ def test_the_budget_follows_the_setting_and_cuts_the_lowest_lines(user, make_mem
     assert cut > 0
     assert payload["catalog_omitted"]["episodic"] == cut
     assert payload["catalog_count"] == 31 - cut
-    assert payload["catalog"]["episodic"][0].startswith(f"[{shown(keep)}]")
+    assert payload["catalog"]["episodic"][:2] == [
+        "2026-11:",
+        f"[{shown(keep)}] [high] Important and kept",
+    ]
     assert "token budget" in payload["catalog_note"]
 
 
@@ -202,9 +215,7 @@ def test_core_over_budget_is_sent_as_lines_within_the_budget_with_a_warning(user
     # The newest first (same salience): those that fit in full, then the others as lines.
     assert in_full == [shown(m) for m in big[: len(in_full)]]
     assert [line_id(t) for t in payload["core_overflow"]] == [shown(m) for m in big[len(in_full) :]]
-    assert payload["core_overflow"][0].endswith(
-        f"[identity] [high] [2026-11-29] Core gist {len(in_full)}"
-    )
+    assert payload["core_overflow"][0].endswith(f"[identity] [high] Core gist {len(in_full)}")
     assert "core memories do not fit in full" in result.warnings[0]
 
 
