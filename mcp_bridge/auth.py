@@ -37,10 +37,10 @@ from mcp.server.auth.settings import AuthSettings
 from oauth2_provider.models import get_access_token_model, get_application_model
 from pydantic import AnyHttpUrl, PrivateAttr
 
+from mcp_bridge.activity import note_refusal
 from mcp_bridge.database import run_sync
 from memories.models import Closing, ReflectCall
 from memories.services import LastLoads
-from oauth.activity import note_refusal
 from oauth.models import RefusalReason
 from oauth.resource import MCP_SCOPE, is_mcp_resource, mcp_resource_url
 from oauth.tokens import token_checksum

@@ -14,6 +14,7 @@ from django.db import DatabaseError
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 
+from mcp_bridge.activity import note_call
 from mcp_bridge.auth import NotAuthenticated, token_application_id, token_user
 from mcp_bridge.capacity import step_aside
 from mcp_bridge.database import busy_message, run_sync
@@ -21,7 +22,6 @@ from mcp_bridge.messages import say
 from memories.errors import DomainError, InvalidInput
 from memories.jsonutil import dumps
 from memories.quoting import shown
-from oauth.activity import note_call
 
 logger = logging.getLogger("taproot.mcp")
 
@@ -105,7 +105,8 @@ async def run_tool(
     def note(owner: Any, *, ok: bool) -> None:
         nonlocal noted
         noted = True
-        note_call(user_id=owner.pk, application_id=token_application_id(), tool=tool, ok=ok)
+        if (client := token_application_id()) is not None:
+            note_call(user_id=owner.pk, application_id=client, tool=tool, ok=ok)
 
     def note_failure() -> None:
         with suppress(NotAuthenticated):

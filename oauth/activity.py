@@ -4,75 +4,89 @@
 Claude.ai's failures are otherwise invisible to the person: a connector whose token
 expired loses its tools without a word. Kept bounded (the last CALLS_KEPT calls per user
 and client, one refusal), owner-only, and without arguments, replies or token material.
+A refusal is kept only when the token still names its owner (expired, deactivated,
+issued for another address): a revoked or unknown token names nobody to show it to.
 """
 
-import logging
-import threading
-import time
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError
+from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.db.models import Subquery
-from django.utils import timezone
+from oauth2_provider.models import get_application_model
 
 from oauth.models import ClientCall, ClientRefusal, RefusalReason
 
-logger = logging.getLogger("taproot.mcp")
-
 # The calls kept per user and client: what the clients page lists.
 CALLS_KEPT = 20
-# A client refused again and again (a connector retrying an expired token) is written
-# down at most this often per user, client and reason by one process.
-REFUSAL_NOTE_SECONDS = 60.0
 
 
-def note_call(*, user_id: int, application_id: int | None, tool: str, ok: bool) -> None:
-    """Keep one call, and let the oldest beyond CALLS_KEPT go. Runs on the call's own
-    database thread, after the tool's work; a failure here never fails the call."""
-    if application_id is None:
-        return
-    try:
-        ClientCall.objects.create(
-            user_id=user_id,
-            application_id=application_id,
-            called_at=timezone.now(),
-            tool=tool,
-            ok=ok,
+@dataclass(frozen=True)
+class NotedCall:
+    user_id: int
+    application_id: int
+    at: datetime
+    tool: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class NotedRefusal:
+    user_id: int
+    application_id: int
+    at: datetime
+    reason: RefusalReason
+
+
+def keep(calls: Sequence[NotedCall], refusals: Sequence[NotedRefusal]) -> None:
+    """Write calls and refusals noted since the last time (mcp_bridge.activity gathers
+    them off the requests' path): each client's calls beyond the last CALLS_KEPT go, and
+    only its latest refusal stays."""
+    with transaction.atomic():
+        # An account or client deleted since (cleanup_oauth_clients, a deleted account)
+        # leaves nothing to keep.
+        noted: list[NotedCall | NotedRefusal] = [*calls, *refusals]
+        users = set(
+            get_user_model()
+            .objects.filter(pk__in={n.user_id for n in noted})
+            .values_list("pk", flat=True)
         )
-        theirs = ClientCall.objects.filter(user_id=user_id, application_id=application_id)
-        oldest_kept = theirs.order_by("-id").values("id")[CALLS_KEPT - 1 : CALLS_KEPT]
-        theirs.filter(id__lt=Subquery(oldest_kept)).delete()
-    except DatabaseError:
-        logger.warning("could not note a %s call for the clients page", tool, exc_info=True)
-
-
-_refusals_noted: dict[tuple[int, int, str], float] = {}
-_refusals_lock = threading.Lock()
-
-
-def note_refusal(*, user_id: int, application_id: int | None, reason: RefusalReason) -> None:
-    """Keep the last refusal of this client's token for this user (once a minute at most
-    for the same reason)."""
-    if application_id is None:
-        return
-    key, moment = (user_id, application_id, reason.value), time.monotonic()
-    with _refusals_lock:
-        if moment - _refusals_noted.get(key, -REFUSAL_NOTE_SECONDS) < REFUSAL_NOTE_SECONDS:
-            return
-        if len(_refusals_noted) > 10_000:
-            _refusals_noted.clear()
-        _refusals_noted[key] = moment
-    try:
-        ClientRefusal.objects.update_or_create(
-            user_id=user_id,
-            application_id=application_id,
-            defaults={"refused_at": timezone.now(), "reason": reason},
+        clients = set(
+            get_application_model()
+            .objects.filter(pk__in={n.application_id for n in noted})
+            .values_list("pk", flat=True)
         )
-    except DatabaseError:
-        logger.warning("could not note a refusal for the clients page", exc_info=True)
+        by_client: dict[tuple[int, int], list[NotedCall]] = defaultdict(list)
+        for call in calls:
+            if call.user_id in users and call.application_id in clients:
+                by_client[call.user_id, call.application_id].append(call)
+        refusals = [r for r in refusals if r.user_id in users and r.application_id in clients]
+        ClientCall.objects.bulk_create(
+            ClientCall(
+                user_id=call.user_id,
+                application_id=call.application_id,
+                called_at=call.at,
+                tool=call.tool,
+                ok=call.ok,
+            )
+            for theirs in by_client.values()
+            for call in theirs[-CALLS_KEPT:]
+        )
+        for user_id, application_id in by_client:
+            theirs = ClientCall.objects.filter(user_id=user_id, application_id=application_id)
+            oldest_kept = theirs.order_by("-id").values("id")[CALLS_KEPT - 1 : CALLS_KEPT]
+            theirs.filter(id__lt=Subquery(oldest_kept)).delete()
+        latest = {(r.user_id, r.application_id): r for r in refusals}
+        for (user_id, application_id), refusal in latest.items():
+            ClientRefusal.objects.update_or_create(
+                user_id=user_id,
+                application_id=application_id,
+                defaults={"refused_at": refusal.at, "reason": refusal.reason},
+            )
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """What Claude did, for the person (issue 31): the clients page shows each client's last
 calls over real HTTP with the real MCP client, the last refusal of its token with the
-reason in words, and nothing of another user's."""
+reason in words, and nothing of another user's. The server writes what it noted once a
+second (mcp_bridge.activity), so the tests wait for it."""
 
 from datetime import timedelta
 from typing import Any
@@ -14,14 +15,22 @@ from django.urls import reverse
 from django.utils import timezone
 from oauth2_provider.models import get_refresh_token_model
 
-from oauth.activity import CALLS_KEPT, note_call
-from oauth.models import ClientCall, ClientRefusal
+from oauth.activity import CALLS_KEPT, NotedCall, NotedRefusal, keep
+from oauth.models import ClientCall, ClientRefusal, RefusalReason
 from tests.mcp.client import McpCaller
 from tests.mcp.test_endpoint import ACCEPT, tool_call
+from tests.mcp.test_slow_clients import eventually
 from tests.mcp.tokens import make_access_token, make_application
 from tests.page_text import page_text
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
+
+# The server writes its notes every second; the wait allows for a loaded machine.
+WRITTEN_WITHIN = 10
+
+
+def written(query: Any, count: int) -> None:
+    assert eventually(lambda: query.count() == count, timeout=WRITTEN_WITHIN), list(query)
 
 
 def clients_page(user: Any) -> str:
@@ -61,6 +70,7 @@ def test_the_clients_page_lists_a_clients_last_calls_ok_or_error(
     # Bob holds a token of the same client, and has called nothing.
     make_access_token(other_user, resource=mcp_url, application=claude)
 
+    written(ClientCall.objects.filter(user=user), 2)
     calls = list(ClientCall.objects.filter(user=user).order_by("id"))
     assert [(c.tool, c.ok, c.application_id) for c in calls] == [
         ("taproot_remember", True, claude.pk),
@@ -97,6 +107,7 @@ def test_a_refused_token_shows_its_reason_to_its_owner_only(
     refused(mcp_url, token)
     refused(mcp_url, "never-issued-to-anyone")
 
+    written(ClientRefusal.objects.all(), 1)
     assert list(ClientRefusal.objects.values_list("user", "application")) == [(user.pk, claude.pk)]
     text = page_text(clients_page(user))
     assert "last refused" in text and reason in text
@@ -115,8 +126,10 @@ def test_a_call_after_a_refusal_clears_the_warning_but_keeps_the_refusal(
             user, resource=mcp_url, application=claude, expires_in=-timedelta(minutes=1)
         ),
     )
+    written(ClientRefusal.objects.all(), 1)
     caller: McpCaller = connect(make_access_token(user, resource=mcp_url, application=claude))
     caller.reply("taproot_status", {})
+    written(ClientCall.objects.all(), 1)
     text = page_text(clients_page(user))
     assert "its access token had expired" in text
     assert "no call has gone through since" not in text
@@ -124,10 +137,19 @@ def test_a_call_after_a_refusal_clears_the_warning_but_keeps_the_refusal(
 
 def test_only_the_last_calls_are_kept_per_user_and_client(user: Any, other_user: Any) -> None:
     claude, other = make_application(name="Claude"), make_application(name="Other")
-    note_call(user_id=other_user.pk, application_id=claude.pk, tool="taproot_status", ok=True)
-    for n in range(CALLS_KEPT + 5):
-        note_call(user_id=user.pk, application_id=claude.pk, tool=f"tool_{n}", ok=True)
-        note_call(user_id=user.pk, application_id=other.pk, tool=f"tool_{n}", ok=n % 2 == 0)
+
+    def call(user: Any, application: Any, n: int, *, ok: bool = True) -> NotedCall:
+        return NotedCall(user.pk, application.pk, timezone.now(), f"tool_{n}", ok)
+
+    keep([call(other_user, claude, 0)], [])
+    # Kept in two writes: one with more than CALLS_KEPT of a client's calls at once, one
+    # that pushes the earlier ones out.
+    keep([call(user, claude, n) for n in range(CALLS_KEPT + 2)], [])
+    keep(
+        [call(user, claude, n) for n in range(CALLS_KEPT + 2, CALLS_KEPT + 5)]
+        + [call(user, other, n, ok=n % 2 == 0) for n in range(CALLS_KEPT + 5)],
+        [],
+    )
     kept = list(
         ClientCall.objects.filter(user=user, application=claude)
         .order_by("id")
@@ -136,6 +158,21 @@ def test_only_the_last_calls_are_kept_per_user_and_client(user: Any, other_user:
     assert kept == [f"tool_{n}" for n in range(5, CALLS_KEPT + 5)]
     assert ClientCall.objects.filter(user=user, application=other).count() == CALLS_KEPT
     assert ClientCall.objects.filter(user=other_user).count() == 1
+
+
+def test_only_the_latest_refusal_of_a_client_is_kept(user: Any) -> None:
+    claude = make_application(name="Claude")
+    earlier, later = timezone.now() - timedelta(minutes=2), timezone.now()
+    keep([], [NotedRefusal(user.pk, claude.pk, earlier, RefusalReason.WRONG_RESOURCE)])
+    keep(
+        [],
+        [
+            NotedRefusal(user.pk, claude.pk, earlier, RefusalReason.INACTIVE),
+            NotedRefusal(user.pk, claude.pk, later, RefusalReason.EXPIRED),
+        ],
+    )
+    refusal = ClientRefusal.objects.get()
+    assert (refusal.refused_at, refusal.reason) == (later, RefusalReason.EXPIRED)
 
 
 def test_the_clients_page_costs_the_same_queries_for_one_client_or_many(
@@ -151,7 +188,7 @@ def test_the_clients_page_costs_the_same_queries_for_one_client_or_many(
     def a_client_that_called(name: str) -> None:
         application = make_application(name=name)
         make_access_token(user, resource=mcp_url, application=application)
-        note_call(user_id=user.pk, application_id=application.pk, tool="taproot_recall", ok=True)
+        keep([NotedCall(user.pk, application.pk, timezone.now(), "taproot_recall", True)], [])
         ClientRefusal.objects.create(
             user=user, application=application, refused_at=timezone.now(), reason="expired"
         )

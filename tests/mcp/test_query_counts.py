@@ -26,9 +26,6 @@ from tests.mcp.wrapped_apps import QUERIES_HEADER, STATEMENTS_HEADER
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
 
 TOKEN_LOOKUP = 1
-# Every tool call is kept for the clients page (oauth.activity.note_call): the call, then
-# the deletion of those beyond the last CALLS_KEPT.
-CALL_NOTED = 2
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +99,7 @@ def test_remember_creates_a_memory_in_seven_statements_hint_included(send):
     # its vector. On PostgreSQL first the advisory lock that makes identical calls (a
     # retry racing the original) wait for each other; SQLite writers wait already.
     retry_lock = 1 if is_postgres() else 0
-    assert count == TOKEN_LOOKUP + retry_lock + 7 + CALL_NOTED, sent["statements"]
+    assert count == TOKEN_LOOKUP + retry_lock + 7, sent["statements"]
 
 
 def test_recall_by_ids_reads_ranks_and_strengthens_in_as_few_statements(send):
@@ -112,4 +109,4 @@ def test_recall_by_ids_reads_ranks_and_strengthens_in_as_few_statements(send):
     # The ranking (one query), the memories returned, then the strengthening: one
     # statement on PostgreSQL, two on SQLite (one per table, in one transaction).
     strengthening = 1 if is_postgres() else 2
-    assert count == TOKEN_LOOKUP + 2 + strengthening + CALL_NOTED, sent["statements"]
+    assert count == TOKEN_LOOKUP + 2 + strengthening, sent["statements"]
