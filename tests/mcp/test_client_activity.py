@@ -1,0 +1,200 @@
+"""What Claude did, for the person (issue 31): the clients page shows each client's last
+calls over real HTTP with the real MCP client, the last refusal of its token with the
+reason in words, and nothing of another user's. The server writes what it noted once a
+second (mcp_bridge.activity), so the tests wait for it."""
+
+from datetime import timedelta
+from typing import Any
+
+import httpx2
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+from oauth2_provider.models import get_refresh_token_model
+
+from oauth.activity import CALLS_KEPT, NotedCall, NotedRefusal, keep
+from oauth.models import ClientCall, ClientRefusal, RefusalReason
+from tests.mcp.client import McpCaller
+from tests.mcp.test_endpoint import ACCEPT, tool_call
+from tests.mcp.test_slow_clients import eventually
+from tests.mcp.tokens import make_access_token, make_application
+from tests.page_text import page_text
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
+
+# The server writes its notes every second; the wait allows for a loaded machine.
+WRITTEN_WITHIN = 10
+
+
+def written(query: Any, count: int) -> None:
+    assert eventually(lambda: query.count() == count, timeout=WRITTEN_WITHIN), list(query)
+
+
+def clients_page(user: Any) -> str:
+    browser = Client()
+    browser.force_login(user)
+    response = browser.get(reverse("dashboard:clients"))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def refused(mcp_url: str, token: str) -> None:
+    response = httpx2.post(
+        mcp_url,
+        json=tool_call("taproot_status", {}),
+        headers={**ACCEPT, "Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    assert response.status_code == 401, response.text
+
+
+def a_live_refresh_token(user: Any, application: Any) -> None:
+    """What keeps a client on the page once its access token expired."""
+    get_refresh_token_model().objects.create(
+        user=user, application=application, token=f"refresh-{user.pk}-{application.pk}"
+    )
+
+
+def test_the_clients_page_lists_a_clients_last_calls_ok_or_error(
+    connect: Any, mcp_url: str, user: Any, other_user: Any
+) -> None:
+    claude = make_application(name="Claude")
+    caller: McpCaller = connect(make_access_token(user, resource=mcp_url, application=claude))
+    assert caller.reply(
+        "taproot_remember", {"category": "episodic", "content": "Saw a heron.", "gist": "A heron"}
+    )
+    assert "memory_id" in caller.refusal("taproot_forget", {"action": "archive", "memory_id": "no"})
+    # Bob holds a token of the same client, and has called nothing.
+    make_access_token(other_user, resource=mcp_url, application=claude)
+
+    written(ClientCall.objects.filter(user=user), 2)
+    calls = list(ClientCall.objects.filter(user=user).order_by("id"))
+    assert [(c.tool, c.ok, c.application_id) for c in calls] == [
+        ("taproot_remember", True, claude.pk),
+        ("taproot_forget", False, claude.pk),
+    ]
+    text = page_text(clients_page(user))
+    assert "Its last 2 calls" in text
+    assert "taproot_forget error" in text
+    assert "taproot_remember ok" in text
+    assert "last call" in text and "none yet" not in text
+
+    theirs = page_text(clients_page(other_user))
+    assert "Claude" in theirs
+    assert "taproot_remember" not in theirs and "taproot_forget" not in theirs
+    assert "none yet" in theirs
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"expires_in": -timedelta(minutes=5)}, "its access token had expired"),
+        ({"resource": "https://elsewhere.example/mcp"}, "issued for another server address"),
+    ],
+)
+def test_a_refused_token_shows_its_reason_to_its_owner_only(
+    mcp_url: str, user: Any, other_user: Any, overrides: dict[str, Any], reason: str
+) -> None:
+    claude = make_application(name="Claude")
+    a_live_refresh_token(user, claude)
+    a_live_refresh_token(other_user, claude)
+    token = make_access_token(
+        user, resource=overrides.pop("resource", mcp_url), application=claude, **overrides
+    )
+    refused(mcp_url, token)
+    refused(mcp_url, "never-issued-to-anyone")
+
+    written(ClientRefusal.objects.all(), 1)
+    assert list(ClientRefusal.objects.values_list("user", "application")) == [(user.pk, claude.pk)]
+    text = page_text(clients_page(user))
+    assert "last refused" in text and reason in text
+    assert "no call has gone through since" in text
+    theirs = page_text(clients_page(other_user))
+    assert "last refused" not in theirs
+
+
+def test_a_call_after_a_refusal_clears_the_warning_but_keeps_the_refusal(
+    connect: Any, mcp_url: str, user: Any
+) -> None:
+    claude = make_application(name="Claude")
+    refused(
+        mcp_url,
+        make_access_token(
+            user, resource=mcp_url, application=claude, expires_in=-timedelta(minutes=1)
+        ),
+    )
+    written(ClientRefusal.objects.all(), 1)
+    caller: McpCaller = connect(make_access_token(user, resource=mcp_url, application=claude))
+    caller.reply("taproot_status", {})
+    written(ClientCall.objects.all(), 1)
+    text = page_text(clients_page(user))
+    assert "its access token had expired" in text
+    assert "no call has gone through since" not in text
+
+
+def test_only_the_last_calls_are_kept_per_user_and_client(user: Any, other_user: Any) -> None:
+    claude, other = make_application(name="Claude"), make_application(name="Other")
+
+    def call(user: Any, application: Any, n: int, *, ok: bool = True) -> NotedCall:
+        return NotedCall(user.pk, application.pk, timezone.now(), f"tool_{n}", ok)
+
+    keep([call(other_user, claude, 0)], [])
+    # Kept in two writes: one with more than CALLS_KEPT of a client's calls at once, one
+    # that pushes the earlier ones out.
+    keep([call(user, claude, n) for n in range(CALLS_KEPT + 2)], [])
+    keep(
+        [call(user, claude, n) for n in range(CALLS_KEPT + 2, CALLS_KEPT + 5)]
+        + [call(user, other, n, ok=n % 2 == 0) for n in range(CALLS_KEPT + 5)],
+        [],
+    )
+    kept = list(
+        ClientCall.objects.filter(user=user, application=claude)
+        .order_by("id")
+        .values_list("tool", flat=True)
+    )
+    assert kept == [f"tool_{n}" for n in range(5, CALLS_KEPT + 5)]
+    assert ClientCall.objects.filter(user=user, application=other).count() == CALLS_KEPT
+    assert ClientCall.objects.filter(user=other_user).count() == 1
+
+
+def test_only_the_latest_refusal_of_a_client_is_kept(user: Any) -> None:
+    claude = make_application(name="Claude")
+    earlier, later = timezone.now() - timedelta(minutes=2), timezone.now()
+    keep([], [NotedRefusal(user.pk, claude.pk, earlier, RefusalReason.WRONG_RESOURCE)])
+    keep(
+        [],
+        [
+            NotedRefusal(user.pk, claude.pk, earlier, RefusalReason.INACTIVE),
+            NotedRefusal(user.pk, claude.pk, later, RefusalReason.EXPIRED),
+        ],
+    )
+    refusal = ClientRefusal.objects.get()
+    assert (refusal.refused_at, refusal.reason) == (later, RefusalReason.EXPIRED)
+
+
+def test_the_clients_page_costs_the_same_queries_for_one_client_or_many(
+    mcp_url: str, user: Any
+) -> None:
+    def queries() -> int:
+        browser = Client()
+        browser.force_login(user)
+        with CaptureQueriesContext(connection) as captured:
+            assert browser.get(reverse("dashboard:clients")).status_code == 200
+        return len(captured)
+
+    def a_client_that_called(name: str) -> None:
+        application = make_application(name=name)
+        make_access_token(user, resource=mcp_url, application=application)
+        keep([NotedCall(user.pk, application.pk, timezone.now(), "taproot_recall", True)], [])
+        ClientRefusal.objects.create(
+            user=user, application=application, refused_at=timezone.now(), reason="expired"
+        )
+
+    a_client_that_called("One")
+    one = queries()
+    for n in range(4):
+        a_client_that_called(f"More {n}")
+    assert queries() == one
