@@ -344,7 +344,8 @@ if _https and not DEBUG:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 60 * 60 * 24 * 30)
     # Off unless asked for: both bind every subdomain of the public host to HTTPS (the
     # preload list for a long time), a choice for whoever runs the domain. `check
-    # --deploy` warns about them (security.W005, security.W021); the README says why.
+    # --deploy` warns about them (security.W005, security.W021); docs/connecting-claude.md
+    # says why.
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 

@@ -39,7 +39,8 @@ TAXONOMY = {
     "research": "finding comparison recommendation source hypothesis",
     "communication": "email_summary chat_summary announcement request response",
 }
-# Where each base type's memories belong in Taproot (the README's table says why).
+# Where each base type's memories belong in Taproot (docs/moving-stores.md's table says
+# why).
 BASE_CATEGORIES = {
     "error": "error",
     "learning": "identity",
