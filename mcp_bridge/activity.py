@@ -4,7 +4,8 @@ process writes what was noted once a second, in one transaction, on a database t
 
 Every tools/call passes through `CallNoting` (an MCP middleware, beside the request log),
 so a call is noted with its outcome as Claude read it: an error is a reply marked as one,
-whether a tool refused (an unknown id) or the SDK did (an argument that fails validation).
+whether a tool refused (an unknown id) or the SDK did (an unknown tool, arguments that
+fail its validation).
 
 A note costs a request no statement and no wait, not even on SQLite while a long write
 holds the database (a read-only `taproot_status` stays a read). What a crash loses is the
