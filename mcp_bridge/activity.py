@@ -2,6 +2,11 @@
 request's path: a request only notes what happened in memory, and a task of the serving
 process writes what was noted once a second, in one transaction, on a database thread.
 
+Every tools/call passes through `CallNoting` (an MCP middleware, beside the request log),
+so a call is noted with its outcome as Claude read it: an error is a reply marked as one,
+whether a tool refused (an unknown id) or the SDK did (an unknown tool, arguments that
+fail its validation).
+
 A note costs a request no statement and no wait, not even on SQLite while a long write
 holds the database (a read-only `taproot_status` stays a read). What a crash loses is the
 last second of notes; while the database is busy they wait, and when it cannot keep up,
@@ -10,13 +15,17 @@ the oldest beyond MAX_PENDING go first.
 
 import logging
 from collections import deque
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any
 
 import anyio
 from django.db import DatabaseError, IntegrityError
 from django.utils import timezone
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from mcp_bridge.database import busy_message, run_sync
+from mcp_bridge.request_log import is_tool_error
 from oauth.activity import NotedCall, NotedRefusal, keep
 from oauth.models import RefusalReason
 
@@ -38,6 +47,35 @@ def note_refusal(*, user_id: int, application_id: int | None, reason: RefusalRea
     client is shown on no card)."""
     if application_id is not None:
         _refusals.append(NotedRefusal(user_id, application_id, _now(), reason))
+
+
+class CallNoting:
+    """MCP middleware: notes each tools/call that was answered, ok or error, for the user
+    and client its token names (`caller`). A call the SDK could not answer (a protocol
+    error) is no reply Claude read, and is not noted; nor is any argument or reply."""
+
+    def __init__(
+        self, tool_names: Iterable[str], caller: Callable[[], tuple[int, int] | None]
+    ) -> None:
+        self.tool_names = frozenset(tool_names)
+        self.caller = caller
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method == "tools/call" and (caller := self.caller()) is not None:
+            name = ctx.params.get("name") if ctx.params else None
+            # A name Claude made up is client-sent text: it is kept as "(unknown)".
+            tool = name if name in self.tool_names else "(unknown)"
+            user_id, application_id = caller
+            note_call(
+                user_id=user_id,
+                application_id=application_id,
+                tool=tool,
+                ok=not is_tool_error(result),
+            )
+        return result
 
 
 def _now() -> datetime:

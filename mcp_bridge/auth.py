@@ -331,10 +331,15 @@ def token_client() -> tuple[str, str]:
     return token.client_id, name if isinstance(name, str) else ""
 
 
-def token_application_id() -> int | None:
-    """The primary key of the OAuth client the current request's token was issued to."""
+def token_caller() -> tuple[int, int] | None:
+    """Who the current request's token acts for and through which OAuth client (their
+    primary keys), or None for a token issued to no client."""
     token = get_access_token()
-    return token.application_id if isinstance(token, UserAccessToken) else None
+    if not isinstance(token, UserAccessToken) or token.user is None:
+        return None
+    if token.application_id is None:
+        return None
+    return token.user.pk, token.application_id
 
 
 def token_loads(owner: Any) -> LastLoads | None:

@@ -7,15 +7,13 @@ and answered with a generic message, never a traceback or a protocol error.
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from contextlib import suppress
 from typing import Any
 
 from django.db import DatabaseError
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 
-from mcp_bridge.activity import note_call
-from mcp_bridge.auth import NotAuthenticated, token_application_id, token_user
+from mcp_bridge.auth import NotAuthenticated, token_user
 from mcp_bridge.capacity import step_aside
 from mcp_bridge.database import busy_message, run_sync
 from mcp_bridge.messages import say
@@ -56,21 +54,6 @@ def sent_argument_names(ctx: Context) -> list[str]:
     return [str(name) for name in arguments] if isinstance(arguments, Mapping) else []
 
 
-def _failure(tool: str, error: Exception) -> CallToolResult:
-    """A tool's exception as the error result Claude reads: a refusal in its own words,
-    anything unexpected logged here and answered in general terms."""
-    if isinstance(error, InvalidInput):
-        return error_result(error.message)
-    if isinstance(error, DomainError):  # from a handler that words none of its refusals itself
-        return error_result(say(error))
-    if isinstance(error, NotAuthenticated):
-        return error_result(NOT_SIGNED_IN)
-    if isinstance(error, DatabaseError) and (busy := busy_message(error)):
-        return error_result(busy)
-    logger.error("tool %s failed unexpectedly", tool, exc_info=error)
-    return error_result(UNEXPECTED.format(tool=tool))
-
-
 def _with_unknown_warning(reply: Mapping[str, Any], unknown: Iterable[str]) -> Mapping[str, Any]:
     unknown = sorted(unknown)
     if not unknown:
@@ -100,28 +83,9 @@ async def run_tool(
     is already text (the reflect payload) is sent exactly as it is.
     """
     sent = arguments
-    noted = False
-
-    def note(owner: Any, *, ok: bool) -> None:
-        nonlocal noted
-        noted = True
-        if (client := token_application_id()) is not None:
-            note_call(user_id=owner.pk, application_id=client, tool=tool, ok=ok)
-
-    def note_failure() -> None:
-        with suppress(NotAuthenticated):
-            note(token_user(), ok=False)
 
     def call() -> Reply:
-        owner = token_user()
-        ok = False
-        try:
-            reply = service(owner=owner, **arguments)
-            ok = True
-            return reply
-        finally:
-            # In the same hop: what the clients page shows of this call.
-            note(owner, ok=ok)
+        return service(owner=token_user(), **arguments)
 
     try:
         await step_aside()
@@ -130,11 +94,20 @@ async def run_tool(
             await step_aside()
         # The request's one hop to a database thread after the token check.
         reply = await run_sync(call)
-    except Exception as error:
-        if not noted and not isinstance(error, NotAuthenticated):
-            # Refused before the service ran (an argument read ahead of it): one more hop.
-            await run_sync(note_failure)
-        return _failure(tool, error)
+    except InvalidInput as refusal:
+        return error_result(refusal.message)
+    except DomainError as refusal:  # from a handler that words none of its refusals itself
+        return error_result(say(refusal))
+    except NotAuthenticated:
+        return error_result(NOT_SIGNED_IN)
+    except DatabaseError as error:
+        if busy := busy_message(error):
+            return error_result(busy)
+        logger.exception("tool %s failed unexpectedly", tool)
+        return error_result(UNEXPECTED.format(tool=tool))
+    except Exception:
+        logger.exception("tool %s failed unexpectedly", tool)
+        return error_result(UNEXPECTED.format(tool=tool))
     if isinstance(reply, str):
         return text_result(reply)
     unknown = set(sent_argument_names(ctx)) - set(sent)

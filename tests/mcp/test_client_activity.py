@@ -67,17 +67,21 @@ def test_the_clients_page_lists_a_clients_last_calls_ok_or_error(
         "taproot_remember", {"category": "episodic", "content": "Saw a heron.", "gist": "A heron"}
     )
     assert "memory_id" in caller.refusal("taproot_forget", {"action": "archive", "memory_id": "no"})
+    # Refused by the SDK itself, before any tool runs: the name is Claude's, not kept.
+    assert caller.call("taproot_<b>nonesuch</b>", {}).is_error
     # Bob holds a token of the same client, and has called nothing.
     make_access_token(other_user, resource=mcp_url, application=claude)
 
-    written(ClientCall.objects.filter(user=user), 2)
+    written(ClientCall.objects.filter(user=user), 3)
     calls = list(ClientCall.objects.filter(user=user).order_by("id"))
     assert [(c.tool, c.ok, c.application_id) for c in calls] == [
         ("taproot_remember", True, claude.pk),
         ("taproot_forget", False, claude.pk),
+        ("(unknown)", False, claude.pk),
     ]
     text = page_text(clients_page(user))
-    assert "Its last 2 calls" in text
+    assert "Its last 3 calls" in text
+    assert "(unknown) error" in text and "nonesuch" not in text
     assert "taproot_forget error" in text
     assert "taproot_remember ok" in text
     assert "last call" in text and "none yet" not in text
@@ -135,6 +139,22 @@ def test_a_call_after_a_refusal_clears_the_warning_but_keeps_the_refusal(
     assert "no call has gone through since" not in text
 
 
+def test_a_clients_page_keeps_its_last_calls_only(connect: Any, mcp_url: str, user: Any) -> None:
+    claude = make_application(name="Claude")
+    caller: McpCaller = connect(make_access_token(user, resource=mcp_url, application=claude))
+    caller.reply("taproot_remember", {"category": "episodic", "content": "First.", "gist": "1st"})
+    for _ in range(CALLS_KEPT + 4):
+        caller.reply("taproot_status", {})
+
+    # Once CALLS_KEPT later calls are written, the first is gone, and stays gone.
+    written(ClientCall.objects.filter(tool="taproot_status"), CALLS_KEPT)
+    assert not ClientCall.objects.filter(tool="taproot_remember").exists()
+    assert ClientCall.objects.filter(user=user, application=claude).count() == CALLS_KEPT
+    text = page_text(clients_page(user))
+    assert f"Its last {CALLS_KEPT} calls" in text
+    assert text.count("taproot_status ok") == CALLS_KEPT
+
+
 def test_only_the_last_calls_are_kept_per_user_and_client(user: Any, other_user: Any) -> None:
     claude, other = make_application(name="Claude"), make_application(name="Other")
 
@@ -175,6 +195,11 @@ def test_only_the_latest_refusal_of_a_client_is_kept(user: Any) -> None:
     assert (refusal.refused_at, refusal.reason) == (later, RefusalReason.EXPIRED)
 
 
+# The session and the user (2), the clients with their tokens' counts and dates (1), their
+# last calls (1) and their last refusals (1).
+CLIENTS_PAGE_QUERIES = 5
+
+
 def test_the_clients_page_costs_the_same_queries_for_one_client_or_many(
     mcp_url: str, user: Any
 ) -> None:
@@ -194,7 +219,7 @@ def test_the_clients_page_costs_the_same_queries_for_one_client_or_many(
         )
 
     a_client_that_called("One")
-    one = queries()
+    assert queries() == CLIENTS_PAGE_QUERIES
     for n in range(4):
         a_client_that_called(f"More {n}")
-    assert queries() == one
+    assert queries() == CLIENTS_PAGE_QUERIES
