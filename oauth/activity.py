@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Subquery
 from oauth2_provider.models import get_application_model
 
@@ -23,6 +23,10 @@ from oauth.models import ClientCall, ClientRefusal, RefusalReason
 
 # The calls kept per user and client: what the clients page lists.
 CALLS_KEPT = 20
+# On PostgreSQL, how long the write waits for a lock before it gives way (the notes wait
+# for the next write): it must never hold up what takes a table whole, a restore, a
+# migration, a test's TRUNCATE, nor deadlock with it.
+LOCK_WAIT = "100ms"
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,9 @@ def keep(calls: Sequence[NotedCall], refusals: Sequence[NotedRefusal]) -> None:
     them off the requests' path): each client's calls beyond the last CALLS_KEPT go, and
     only its latest refusal stays."""
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
         # An account or client deleted since (cleanup_oauth_clients, a deleted account)
         # leaves nothing to keep.
         noted: list[NotedCall | NotedRefusal] = [*calls, *refusals]

@@ -3,20 +3,26 @@ calls over real HTTP with the real MCP client, the last refusal of its token wit
 reason in words, and nothing of another user's. The server writes what it noted once a
 second (mcp_bridge.activity), so the tests wait for it."""
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
-from django.db import connection
+from django.db import DatabaseError, OperationalError, connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from oauth2_provider.models import get_refresh_token_model
 
+from mcp_bridge import activity
+from memories.locks import is_lock_timeout
 from oauth.activity import CALLS_KEPT, NotedCall, NotedRefusal, keep
 from oauth.models import ClientCall, ClientRefusal, RefusalReason
+from tests.conftest import is_postgres
 from tests.mcp.client import McpCaller
 from tests.mcp.test_endpoint import ACCEPT, tool_call
 from tests.mcp.test_slow_clients import eventually
@@ -223,3 +229,55 @@ def test_the_clients_page_costs_the_same_queries_for_one_client_or_many(
     for n in range(4):
         a_client_that_called(f"More {n}")
     assert queries() == CLIENTS_PAGE_QUERIES
+
+
+@pytest.mark.skipif(
+    not is_postgres(), reason="PostgreSQL's table locks (SQLite waits its busy timeout)"
+)
+def test_the_write_gives_way_to_a_table_lock_at_once(user: Any) -> None:
+    """A restore, a migration or a test's TRUNCATE takes tables whole: the background
+    write waits LOCK_WAIT for them, then gives way, never deadlocking with them."""
+    claude = make_application(name="Claude")
+    noted = [NotedCall(user.pk, claude.pk, timezone.now(), "taproot_status", True)]
+
+    def attempt() -> BaseException | None:
+        try:
+            keep(noted, [])
+        except DatabaseError as error:
+            return error
+        finally:
+            connection.close()
+        return None
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"LOCK TABLE {ClientCall._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        with ThreadPoolExecutor(1) as pool:
+            error = pool.submit(attempt).result(timeout=30)
+        took = time.monotonic() - started
+    assert error is not None and is_lock_timeout(error), error
+    assert took < 1
+    assert not ClientCall.objects.exists()
+
+
+def test_notes_wait_for_the_next_write_while_the_database_is_busy(
+    monkeypatch: pytest.MonkeyPatch, user: Any
+) -> None:
+    claude = make_application(name="Claude")
+    written: list[list[NotedCall]] = []
+
+    def busy(calls: list[NotedCall], refusals: list[NotedRefusal]) -> None:
+        raise OperationalError("database is locked")
+
+    def kept(calls: list[NotedCall], refusals: list[NotedRefusal]) -> None:
+        written.append(calls)
+
+    activity.note_call(user_id=user.pk, application_id=claude.pk, tool="taproot_recall", ok=True)
+    monkeypatch.setattr(activity, "keep", busy)
+    anyio.run(activity.write_noted)
+    activity.note_call(user_id=user.pk, application_id=claude.pk, tool="taproot_status", ok=False)
+    monkeypatch.setattr(activity, "keep", kept)
+    anyio.run(activity.write_noted)
+    assert [[(c.tool, c.ok) for c in calls] for calls in written] == [
+        [("taproot_recall", True), ("taproot_status", False)]
+    ]
