@@ -296,6 +296,12 @@ class _Builder:
         self.n_readable = 0
         while self.n_readable < len(self.core) and self.core[self.n_readable].content is not None:
             self.n_readable += 1
+        # Those that could not fit in full with everything else left out are not tried in
+        # full: nothing gives way for them, and a reader that did not read their text (as
+        # reflect does not) gets the same payload as one that did.
+        self.n_readable = core_content_fits(
+            (len(e.content or "") for e in self.core[: self.n_readable]), max_tokens
+        )
         self.lines = sorted(catalog, key=catalog_order)
         self.closings = list(closings)
         self.base_omitted = dict.fromkeys(CATEGORY_ORDER, 0)
