@@ -16,7 +16,7 @@ from typing import Any
 
 import ijson
 
-from memories.importers.base import BadFile
+from memories.portability.importers.base import BadFile
 
 MAX_NESTING = 100
 TOO_DEEP = f"nests lists or objects more than {MAX_NESTING} levels deep"

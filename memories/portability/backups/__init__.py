@@ -3,12 +3,12 @@ OAuth client and token, memory, revision, snapshot, closing and recall index, of
 or PostgreSQL, as one checked file. An export (export_taproot) is something else: one
 person's memories and closings, portable between Taproot servers."""
 
-from memories.backups.archive import backups_in, prune
-from memories.backups.backup import Backup, default_folder, take_backup
-from memories.backups.errors import BackupError
-from memories.backups.manifest import Manifest
-from memories.backups.progress import Progress
-from memories.backups.restore import (
+from memories.portability.backups.archive import backups_in, prune
+from memories.portability.backups.backup import Backup, default_folder, take_backup
+from memories.portability.backups.errors import BackupError
+from memories.portability.backups.manifest import Manifest
+from memories.portability.backups.progress import Progress
+from memories.portability.backups.restore import (
     Restored,
     new_index_generation,
     recall_index_is_stale,

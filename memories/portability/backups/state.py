@@ -9,9 +9,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.migrations.loader import MigrationLoader
 
-from memories.backups.errors import BackupError
-from memories.backups.manifest import counted
 from memories.models import Closing, Memory, Revision, Snapshot
+from memories.portability.backups.errors import BackupError
+from memories.portability.backups.manifest import counted
 
 # Tables that `migrate` fills by itself (and the cache's, which holds only throttling
 # counters): rows there do not make a database "hold data".

@@ -23,9 +23,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO
 
-from memories.backups.errors import BackupError
-from memories.backups.manifest import Manifest
-from memories.backups.progress import Progress
+from memories.portability.backups.errors import BackupError
+from memories.portability.backups.manifest import Manifest
+from memories.portability.backups.progress import Progress
 
 MANIFEST = "manifest.json"
 # A manifest is a few kilobytes; reading more than this of one would be reading garbage.

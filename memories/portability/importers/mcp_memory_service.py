@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from memories.importers import jsontext
-from memories.importers.base import BadFile, Entry, Source, derived_id, provenance
+from memories.portability.importers import jsontext
+from memories.portability.importers.base import BadFile, Entry, Source, derived_id, provenance
 from memories.timeutil import isoformat, parse_timestamp
 
 NAME = "mcp-memory-service"

@@ -25,11 +25,11 @@ from django.db import transaction
 from django.db.backends.postgresql.client import DatabaseClient
 from psycopg import sql
 
-from memories.backups import state
-from memories.backups.errors import BackupError
-from memories.backups.manifest import Manifest
-from memories.backups.progress import Progress
 from memories.models.counts_sql import FUNCTIONS
+from memories.portability.backups import state
+from memories.portability.backups.errors import BackupError
+from memories.portability.backups.manifest import Manifest
+from memories.portability.backups.progress import Progress
 
 # "3342; 0 20355 TABLE DATA public memories_memory postgres" in `pg_restore --list`.
 TABLE_DATA = re.compile(r"^\d+; \d+ \d+ TABLE DATA (?P<schema>\S+) (?P<table>\S+) ")

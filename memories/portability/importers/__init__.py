@@ -10,7 +10,7 @@ at a time where its format allows, and refuses a file it cannot read with `BadFi
 naming the line, entry or note and what to do.
 """
 
-from memories.importers.base import BadFile, Entry, Source, file_too_large
-from memories.importers.detect import SOURCES, open_source
+from memories.portability.importers.base import BadFile, Entry, Source, file_too_large
+from memories.portability.importers.detect import SOURCES, open_source
 
 __all__ = ["SOURCES", "BadFile", "Entry", "Source", "file_too_large", "open_source"]

@@ -10,17 +10,17 @@ from pathlib import Path
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from memories.backups import postgres, sqlite
-from memories.backups.archive import (
+from memories.portability.backups import postgres, sqlite
+from memories.portability.backups.archive import (
     prepare_folder,
     read_archive,
     remove_stale_work,
     write_archive,
 )
-from memories.backups.errors import BackupError
-from memories.backups.manifest import POSTGRESQL, REQUESTED, SQLITE, Manifest
-from memories.backups.progress import Progress
-from memories.backups.state import people_counts
+from memories.portability.backups.errors import BackupError
+from memories.portability.backups.manifest import POSTGRESQL, REQUESTED, SQLITE, Manifest
+from memories.portability.backups.progress import Progress
+from memories.portability.backups.state import people_counts
 
 # A work folder this old belongs to no backup or restore still running.
 STALE_WORK = timedelta(days=1)

@@ -26,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from memories.importers.base import (
+from memories.limits import MAX_CONTENT
+from memories.portability.importers.base import (
     BadFile,
     Entry,
     Source,
@@ -36,8 +37,7 @@ from memories.importers.base import (
     provenance,
     without_bom,
 )
-from memories.importers.text import fitted_gist
-from memories.limits import MAX_CONTENT
+from memories.portability.importers.text import fitted_gist
 from memories.quoting import shown
 from memories.timeutil import isoformat
 

@@ -29,10 +29,10 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.db import DatabaseError, connection, models
+from django.utils import timezone
 
 from memories.errors import InvalidInput
 from memories.models import Closing, Memory, User
-from memories.services._common import now_or
 from memories.timeutil import isoformat
 
 EXPORT_FORMAT = "taproot/1"
@@ -78,7 +78,7 @@ class Export:
         self, *, owner: User, now: datetime | None = None, indent: int | None = None
     ) -> None:
         self.owner_id = owner.pk
-        self.exported_at = isoformat(now_or(now))
+        self.exported_at = isoformat(now if now is not None else timezone.now())
         self.encoder = json.JSONEncoder(
             ensure_ascii=False, indent=indent, separators=(",", ": ") if indent else (",", ":")
         )

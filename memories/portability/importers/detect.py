@@ -4,12 +4,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memories.importers.base import BadFile, Source, check_size, without_bom
-from memories.importers.basic_memory import BasicMemory
-from memories.importers.mcp_memory_service import McpMemoryService
-from memories.importers.plain import PlainList
-from memories.importers.reference import ReferenceMemory
-from memories.importers.taproot import TaprootFile
+from memories.portability.importers.base import BadFile, Source, check_size, without_bom
+from memories.portability.importers.basic_memory import BasicMemory
+from memories.portability.importers.mcp_memory_service import McpMemoryService
+from memories.portability.importers.plain import PlainList
+from memories.portability.importers.reference import ReferenceMemory
+from memories.portability.importers.taproot import TaprootFile
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")

@@ -23,7 +23,6 @@ from psycopg.errors import DeadlockDetected, SerializationFailure
 
 from memories.bulkwrite import INSERT_BATCH, insert_rows, update_rows
 from memories.conf import embedder, ranking_profile
-from memories.embedding import Embedder, EmbedderUnavailable, Vector
 from memories.maintenance import analyze_after_growth
 from memories.models import (
     Memory,
@@ -34,8 +33,9 @@ from memories.models import (
     RecallIndex,
     User,
 )
-from memories.ranking import Profile, index_entries, index_key, memory_terms, parse_query
-from memories.semantic import memory_text, stored
+from memories.recall.embedding import Embedder, EmbedderUnavailable, Vector
+from memories.recall.ranking import Profile, index_entries, index_key, memory_terms, parse_query
+from memories.recall.semantic import memory_text, stored
 from memories.timeutil import micros
 
 _NOT_WORD = re.compile(r"[\W_]+")

@@ -13,7 +13,7 @@ word alike. Both share the shape the database path computes: per memory an integ
 numerator Σ w(t) × f(t, m) over the query's tokens t, divided by an integer denominator,
 so equal inputs tie exactly.
 
-These functions are the reference formula: the database path (memories.scoring, then
+These functions are the reference formula: the database path (memories.recall.scoring, then
 memories.services.recall) computes the same terms in the same order, and the tests hold
 it to a whole store ranked from scratch with them (tests/memories/reference.py). The
 weights live in one frozen config object; `memories.conf.activation_config()` applies
@@ -352,7 +352,7 @@ def query_weights(
 class Relevance:
     """relevance(m) = hits(m) / denominator, from integers so that equal shares tie; hits(m),
     Σ w(t) × f(t, m) over the query's tokens, is counted by the database
-    (memories.scoring)."""
+    (memories.recall.scoring)."""
 
     weights: Mapping[str, int]
     keyword_factor: int
@@ -466,7 +466,7 @@ def history(
         now=now,
         decay_exponent=config.decay_exponent,
     )
-    # a / (1 + a), written with a once, as the database computes it (memories.scoring).
+    # a / (1 + a), written with a once, as the database computes it (memories.recall.scoring).
     return config.history_weight * (1.0 - 1.0 / (1.0 + a))
 
 
@@ -482,7 +482,7 @@ def activation(
 ) -> float:
     """The full score; `relevance_value` is None when the query is blank.
 
-    The database path (memories.scoring) adds the same terms in the same order, so a
+    The database path (memories.recall.scoring) adds the same terms in the same order, so a
     memory never retrieved scores bit for bit as here.
     """
     score = history(

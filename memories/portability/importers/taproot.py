@@ -6,8 +6,8 @@ from typing import Any
 
 import ijson
 
-from memories.importers import jsontext
-from memories.importers.base import BadFile, Entry, Source, check_utf8, without_bom
+from memories.portability.importers import jsontext
+from memories.portability.importers.base import BadFile, Entry, Source, check_utf8, without_bom
 from memories.quoting import shown
 
 EXPORT_FORMAT = "taproot/1"

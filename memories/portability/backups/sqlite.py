@@ -17,9 +17,9 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from memories.backups import state
-from memories.backups.errors import BackupError
-from memories.backups.progress import Progress
+from memories.portability.backups import state
+from memories.portability.backups.errors import BackupError
+from memories.portability.backups.progress import Progress
 
 # Pages copied per step of the backup API (4 MB at SQLite's default page size).
 PAGES_PER_STEP = 1024

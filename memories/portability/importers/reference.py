@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from memories.importers import jsontext
-from memories.importers.base import (
+from memories.portability.importers import jsontext
+from memories.portability.importers.base import (
     BadFile,
     Entry,
     Source,
@@ -24,7 +24,7 @@ from memories.importers.base import (
     provenance,
     without_bom,
 )
-from memories.importers.text import fitted_gist
+from memories.portability.importers.text import fitted_gist
 from memories.quoting import shown
 
 NAME = "reference-memory"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memories.backups.errors import BackupError
+from memories.portability.backups.errors import BackupError
 
 FORMAT = "taproot-backup"
 VERSION = 1

