@@ -614,8 +614,10 @@ def test_a_large_import_builds_the_index_and_vectors_as_it_writes(user, monkeypa
 
 
 def test_progress_hears_of_each_batch_checked_and_written(user, monkeypatch):
-    from memories.services import importing
+    from memories.services import import_plan, importing
 
+    # The first read checks in batches (import_plan), the second writes in them.
+    monkeypatch.setattr(import_plan, "WRITE_BATCH", 2)
     monkeypatch.setattr(importing, "WRITE_BATCH", 2)
     heard = []
 
