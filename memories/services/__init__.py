@@ -60,12 +60,8 @@ from memories.services.normalise import Migrated, OwnerMigrated, migrate
 from memories.services.recall import Hit, Recalled, RecallFilters, rank_memories, recall
 from memories.services.reflect import StoreStatus, reflect, status
 from memories.services.remember import Duplicate, MemoryDraft, Remembered, remember
-from memories.services.snapshots import (
-    SnapshotRestored,
-    restore_snapshot,
-    snapshot_summary,
-    take_snapshot,
-)
+from memories.services.snapshot_restore import SnapshotRestored, restore_snapshot
+from memories.services.snapshots import snapshot_summary, take_snapshot
 from memories.services.suggestions import (
     SuggestionGroup,
     apply_suggestion,

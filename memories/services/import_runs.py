@@ -31,7 +31,8 @@ from django.utils import timezone
 
 from memories.errors import ImportBusy, ImportRunning
 from memories.models import Snapshot
-from memories.services.snapshots import start_snapshot, undo_rows
+from memories.services.snapshot_restore import undo_rows
+from memories.services.snapshots import start_snapshot
 
 # An import on another machine that has written no batch for this long is taken to be
 # dead (a batch of 500 records takes well under a second to write).
