@@ -32,8 +32,10 @@ the cut or leave the cut to Python, and the Python equivalent is the reference i
 memories.ranking.rank over every live memory. So the statements are held to that
 reference, computed from scratch: tests/memories/test_relevance_reference.py compares
 ranking, scores and ties of recall through this module with tests/memories/reference.py
-on random stores, filters and recall histories, and test_recall_reference.py does the
-same for the seed profile, on whichever database runs the suite. Each value is put
+on random stores, filters and recall histories, test_recall_reference.py does the
+same for the seed profile, and test_recall_cut.py for stores where a few words are in
+nearly every memory (and that the cut leaves such matches unscored), on whichever
+database runs the suite. Each value is put
 beside its %s mark as a statement is built (`_sql`), so no list of parameters has to
 follow the text's order by hand.
 """
@@ -129,6 +131,7 @@ class Band:
     # When the cut left matches unscored, the memories holding a query word, the filters
     # unasked: then more than the rows, and at least `limit`, as the exact count is.
     matched: int
+    scored: int  # the matches scored: fewer than matched when the cut left some out
     rows: list[tuple[Any, ...]] = field(repr=False)
 
     @property
@@ -278,7 +281,8 @@ def best_candidates(
         )
     )
     columns = "band.id, band.salience, band.rc, band.lr, band.cr, band.up, band.hits, band.score"
-    matched = "(SELECT COUNT(*) FROM scored)"
+    scored = "(SELECT COUNT(*) FROM scored)"
+    matched = scored
     if weights is not None:
         # Rows the bound left unscored are matches too, unless the filters refuse them.
         matched = (
@@ -288,14 +292,14 @@ def best_candidates(
     if blend:
         # Every row the cosine part could lift past the cut, best first.
         sql = _sql(
-            f"WITH %s SELECT {columns}, {matched} FROM"
+            f"WITH %s SELECT {columns}, {matched}, {scored} FROM"
             " (SELECT s.* FROM scored s, cut WHERE s.score >= cut.score - %s) AS band",
             _join(", ", ctes),
             reach,
         )
     else:
         sql = _sql(
-            f"WITH %s SELECT {columns}, {matched} FROM ("
+            f"WITH %s SELECT {columns}, {matched}, {scored} FROM ("
             "SELECT s.*, ROW_NUMBER() OVER ("
             "PARTITION BY s.score, s.rc > 0 ORDER BY s.up DESC, s.id) AS nth"
             " FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
@@ -311,6 +315,7 @@ def best_candidates(
         keys=[_key(row[0]) for row in rows],
         scores=[float(row[7]) for row in rows],
         matched=int(rows[0][8]) if rows else 0,
+        scored=int(rows[0][9]) if rows else 0,
         rows=rows,
     )
 
@@ -359,8 +364,8 @@ def _cut_by_bound(
             limit,
         ),
         _sql(
-            "kept AS (SELECT h.* FROM hits h, floor"
-            " WHERE floor.score IS NULL OR %s + %s >= floor.score - %s)",
+            "kept AS (SELECT h.* FROM hits h WHERE (SELECT score FROM floor) IS NULL"
+            " OR %s + %s >= (SELECT score FROM floor) - %s)",
             _double(ceiling),
             relevance,
             reach + EPSILON,
