@@ -215,13 +215,13 @@ def best_candidates(
             for name, value in config.salience_scores.items()
         ),
     )
-    score = _sql(
-        "(%s) + (%s * (CASE e.salience %s ELSE %s END))",
-        _history_sql(now, config),
+    salience = _sql(
+        "(%s * (CASE e.salience %s ELSE %s END))",
         _double(config.salience_weight),
         salience_cases,
         _double(config.salience_scores[MEDIUM]),
     )
+    score = _sql("(%s) + %s", _history_sql(now, config), salience)
     if weights is not None:
         score = _sql(
             "(%s) + %s",
@@ -253,16 +253,20 @@ def best_candidates(
     reach = EPSILON
     if blend:
         reach += config.relevance_weight * float(semantic_share) * cosine_ceiling / 1000
+    scoring = list(conditions)
     if weights is not None:
-        ctes += _cut_by_bound(
+        bounds, within_reach = _cut_by_bound(
             entry,
             score=score,
+            salience=salience,
             relevance=_relevance_sql(config.relevance_weight * float(lexical_share), denominator),
             conditions=_join(" AND ", conditions),
             limit=limit,
             reach=reach,
             config=config,
         )
+        ctes += bounds
+        scoring += within_reach
     ctes.append(
         _sql(
             "scored AS MATERIALIZED (SELECT e.memory_id AS id, e.salience AS salience,"
@@ -270,7 +274,7 @@ def best_candidates(
             f" e.updated_us AS up, {hits} AS hits, %s AS score"
             f" FROM {source} WHERE %s)",
             score,
-            _join(" AND ", conditions),
+            _join(" AND ", scoring),
         )
     )
     ctes.append(
@@ -324,14 +328,16 @@ def _cut_by_bound(
     entry: str,
     *,
     score: "_Sql",
+    salience: "_Sql",
     relevance: "_Sql",
     conditions: "_Sql",
     limit: int,
     reach: float,
     config: ActivationConfig,
-) -> list["_Sql"]:
+) -> tuple[list["_Sql"], list["_Sql"]]:
     """The CTEs `floor` and `kept`: the matches that can still score within `reach` of
-    the cut, so that only those are joined to their entries and scored.
+    the cut, so that only those are joined to their entries; and the condition that
+    scores, of those, only the ones whose salience leaves them a chance.
 
     `floor` is the `limit`-th best score among the PROBE matches with the most hits
     that the filters admit: a score the cut can only be above, since the cut is the
@@ -340,17 +346,29 @@ def _cut_by_bound(
     plus its relevance; the first two are at most `ceiling` (the largest history any
     memory can have plus the largest salience part), so a match whose ceiling plus
     relevance, in the very float operations of its score, falls below floor − reach
-    scores below cut − reach: it could be neither among the best nor in the band.
-    Floats round monotonically, so the bound holds bit for bit; EPSILON more is margin.
+    scores below cut − reach: it could be neither among the best nor in the band. Once
+    joined, its own salience part takes the place of the largest, and its history
+    (the logarithm and the power) is computed only if that leaves it a chance. Floats
+    round monotonically, so the bounds hold bit for bit; EPSILON more is margin.
 
     The seed's history is unbounded: there every match is kept.
     """
     if config.history == SEED_HISTORY:
-        return [_Sql("floor AS (SELECT NULL AS score)"), _Sql("kept AS (SELECT * FROM hits)")]
-    salience = max(config.salience_weight * value for value in config.salience_scores.values())
-    salience = max(salience, config.salience_weight * config.salience_scores[MEDIUM])
-    ceiling = max(config.history_weight, 0.0) + salience
+        return [_Sql("floor AS (SELECT NULL AS score)"), _Sql("kept AS (SELECT * FROM hits)")], []
+    most_history = max(config.history_weight, 0.0)
+    most_salience = max(
+        config.salience_weight * value
+        for value in [*config.salience_scores.values(), config.salience_scores[MEDIUM]]
+    )
+    ceiling = most_history + most_salience
     probe = max(PROBE, 4 * limit)
+    within_reach = _sql(
+        "((SELECT score FROM floor) IS NULL OR (%s + %s) + %s >= (SELECT score FROM floor) - %s)",
+        _double(most_history),
+        salience,
+        relevance,
+        reach + EPSILON,
+    )
     return [
         _sql(
             "floor AS (SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END AS score"
@@ -370,7 +388,7 @@ def _cut_by_bound(
             relevance,
             reach + EPSILON,
         ),
-    ]
+    ], [within_reach]
 
 
 def _relevance_sql(weight: float, denominator: int) -> "_Sql":
