@@ -1,5 +1,6 @@
 """Poll /healthz until the server answers, log in to /admin/ with the first account, then
-call /mcp as the README shows: refused without a token, answered with one from issue_token."""
+call /mcp as docs/mcp-tools.md shows: refused without a token, answered with one from
+issue_token."""
 
 import http.cookiejar
 import json
@@ -72,7 +73,7 @@ def post_mcp(base: str, body: dict[str, object], token: str | None) -> tuple[int
 
 
 def call_mcp(base: str, username: str) -> None:
-    # The README's curl example: one tools/call, no handshake.
+    # docs/mcp-tools.md's curl example: one tools/call, no handshake.
     call = {
         "jsonrpc": "2.0",
         "id": 1,

@@ -44,13 +44,13 @@ CACHE = RESULTS / "cache"
 STORE_SOURCES = (
     "bench/synthetic.py",
     "bench/loading.py",
-    "memories/indexing.py",
-    "memories/ranking.py",
+    "memories/recall/indexing.py",
+    "memories/recall/ranking.py",
     "memories/models/choices.py",
     "memories/models/memory.py",
     "memories/models/recall_index.py",
-    "memories/embedding.py",
-    "memories/semantic.py",
+    "memories/recall/embedding.py",
+    "memories/recall/semantic.py",
 )
 DEFAULT_LOCOMO = locomo_dev_split()
 REFERENCE_SCORER = reference_scorer()
@@ -262,7 +262,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="retrieval: override a ranking constant (memories.ranking.ActivationConfig), "
+        help="retrieval: override a ranking constant (memories.recall.ranking.ActivationConfig), "
         "e.g. --activation history_weight=0.2; repeatable",
     )
     parser.add_argument(
@@ -420,7 +420,7 @@ def write_results(results: dict[str, Any], out_dir: Path) -> None:
 def activation_overrides(pairs: list[str]) -> dict[str, Any]:
     """`--activation NAME=VALUE` pairs as TAPROOT_ACTIVATION overrides, each value read as
     JSON when it can be (numbers), else kept as text (a history form's name)."""
-    from memories.ranking import ActivationConfig
+    from memories.recall import ActivationConfig
 
     defaults = ActivationConfig()
     names = {f.name for f in dataclasses.fields(ActivationConfig)}

@@ -3,7 +3,7 @@
 The service path replays each memory's life in time order (create, the later update,
 every recall) through `memories.services`, exactly as the tools would. It is slow, so
 large stores take the bulk path: the same memory rows, and the index rows that
-`memories.indexing` makes for them (the code every write path uses), written with one
+`memories.recall.indexing` makes for them (the code every write path uses), written with one
 multi-row statement per batch (COPY on PostgreSQL). tests/bench checks that both paths
 give identical memory, token and tag rows.
 """
@@ -18,14 +18,6 @@ from django.db import connection, models, transaction
 from bench.synthetic import SyntheticMemory
 from mcp_bridge import handlers
 from memories.conf import ranking_profile
-from memories.indexing import (  # the rows every write path stores
-    embedding_text,
-    recall_entry,
-    refresh_hashes,
-    tag_keys,
-    token_entries,
-    vectors_for,
-)
 from memories.models import (
     Memory,
     MemoryTag,
@@ -34,11 +26,19 @@ from memories.models import (
     RecallEntry,
     RecallIndex,
 )
-from memories.semantic import stored
+from memories.recall import (  # the rows every write path stores
+    embedding_text,
+    recall_entry,
+    refresh_hashes,
+    stored,
+    tag_keys,
+    token_entries,
+    vectors_for,
+)
 from memories.vocabulary import last_touch_of
 
 BULK_BATCH = 1000
-# The recall index's version of a store loaded in bulk (memories.semantic).
+# The recall index's version of a store loaded in bulk (memories.recall.semantic).
 LOADED_VERSION = 1
 
 

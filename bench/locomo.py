@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memories.ranking import STOP_WORDS  # the baselines ignore the words recall ignores
+from memories.recall import STOP_WORDS  # the baselines ignore the words recall ignores
 
 UNITS = ("observation", "turn")
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

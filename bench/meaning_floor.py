@@ -4,7 +4,7 @@ SPEC §3.2 lets a memory that shares no word with the query take a place left ov
 its cosine reaches a named floor, chosen on the development data for precision. This
 measures that choice: for every question of the development split and every memory of
 its conversation that shares no index key with it (what meaning alone could add), the
-cosine Taproot computes (memories.semantic, in thousandths); then, for each floor, how
+cosine Taproot computes (memories.recall.semantic, in thousandths); then, for each floor, how
 many such pairs reach it and what share of them hold one of the question's evidence
 turns.
 
@@ -65,9 +65,8 @@ def precision_by_floor(pairs: Sequence[Pair], floors: Iterable[int]) -> list[Flo
 def meaning_only_pairs(benchmark: locomo.Benchmark, embedder_name: str = "wordllama") -> list[Pair]:
     """Every (question, memory of its conversation sharing no index key) pair, with the
     cosine recall would compute."""
-    from memories import semantic
-    from memories.embedding import embedder_named
-    from memories.ranking import TAPROOT, index_key, memory_terms, parse_query
+    from memories import recall
+    from memories.recall import TAPROOT, embedder_named, index_key, memory_terms, parse_query
 
     embedder = embedder_named(embedder_name)
     assert embedder is not None
@@ -75,7 +74,7 @@ def meaning_only_pairs(benchmark: locomo.Benchmark, embedder_name: str = "wordll
     stored: dict[str, list[tuple[locomo.UnitMemory, frozenset[str], bytes]]] = {}
     for conversation, memories in grouped.items():
         texts = [
-            semantic.memory_text(gist=m.gist, content=m.content, tags=(), keywords=())
+            recall.memory_text(gist=m.gist, content=m.content, tags=(), keywords=())
             for m in memories
         ]
         vectors = embedder.embed(texts)
@@ -89,7 +88,7 @@ def meaning_only_pairs(benchmark: locomo.Benchmark, embedder_name: str = "wordll
                 profile=TAPROOT,
             )
             keys = frozenset(index_key(t) for t in terms.keywords | terms.content_only)
-            stored[conversation].append((memory, keys, semantic.stored(vector)))
+            stored[conversation].append((memory, keys, recall.stored(vector)))
     pairs = []
     for question in benchmark.questions:
         query = parse_query(question.text, TAPROOT)
@@ -101,7 +100,7 @@ def meaning_only_pairs(benchmark: locomo.Benchmark, embedder_name: str = "wordll
             for memory, keys, data in stored[question.conversation]
             if not keys & set(query.tokens)
         ]
-        cosines = semantic.cosines(vector, [data for _, data in candidates])
+        cosines = recall.cosines(vector, [data for _, data in candidates])
         for (memory, _), cosine in zip(candidates, cosines, strict=True):
             if cosine is not None:
                 pairs.append(Pair(question.key, cosine, bool(memory.sources & question.evidence)))

@@ -1,7 +1,7 @@
 """Recall queries drawn from a store's own vocabulary, in three frequency bands.
 
 A word's frequency is its document frequency among the user's memories, counted on the
-index keys the recall code itself produces (`memories.ranking.memory_terms`). The bands
+index keys the recall code itself produces (`memories.recall.ranking.memory_terms`). The bands
 are fixed shares of the store, so the number of candidates a query touches grows with
 the store in the same proportion at every size:
 
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench.synthetic import SyntheticMemory
-from memories.ranking import DEFAULT_PROFILE, index_key, memory_terms
+from memories.recall import DEFAULT_PROFILE, index_key, memory_terms
 
 BANDS: dict[str, tuple[float, float]] = {
     "rare": (0.0005, 0.002),

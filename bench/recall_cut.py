@@ -6,7 +6,7 @@ item 1) is measured by, between two checkouts run in turn on the same store.
 For each query size (1, 3, 6 words), 10 queries of words held by 8–50 % of the owner's
 memories (bench.queries' common band, drawn with a fixed seed), each ranked with
 `rank_memories` at one fixed moment, `--rounds` times; prints the median per size of the
-whole ranking and of its scoring statement (memories.scoring.best_candidates), and writes
+whole ranking and of its scoring statement (memories.recall.scoring.best_candidates), and writes
 every ranking (ids and scores) to `--rankings`, so that two checkouts' files can be
 compared byte for byte. Reads only: nothing is strengthened.
 """

@@ -36,7 +36,7 @@ from django.db.models import F
 from bench import locomo
 from mcp_bridge.handlers import recall, recall_filters
 from memories.models import Memory, RecallEntry
-from memories.ranking import TAPROOT, index_entries, index_key, memory_terms, words
+from memories.recall import TAPROOT, index_entries, index_key, memory_terms, words
 from memories.services import rank_memories
 
 START_AFTER = timedelta(days=1)

@@ -29,8 +29,7 @@ from mcp_bridge import handlers
 from memories import services
 from memories.conf import embedder, ranking_profile
 from memories.models import Memory, MemoryTag, MemoryToken, RecallEntry
-from memories.ranking import parse_query
-from memories.semantic import memory_text
+from memories.recall import memory_text, parse_query
 from memories.vocabulary import CATEGORY_ORDER
 
 RECALL_BY_IDS = 5

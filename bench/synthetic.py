@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from memories.ranking import STOP_WORDS, snowball_stem, stem
+from memories.recall import STOP_WORDS, snowball_stem, stem
 
 VOCABULARY_SIZE = 20_000
 TAG_VOCABULARY_SIZE = 400

@@ -33,6 +33,7 @@ def orm_stored_token(checksum: str) -> StoredToken | None:
         expires=token.expires,
         scope=token.scope,
         resource=token.resource,
+        application_id=token.application_id,
         client_id=application.client_id if application else "",
         client_name=application.name if application else "",
         user=token.user,

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from oauth.activity import Call, Refusal, activity
 from oauth.clients import connected_applications
 
 
@@ -22,6 +23,19 @@ class ConnectedClient:
     refresh_tokens: int
     last_issued: datetime | None
     access_expires: datetime | None
+    calls: list[Call]  # its last calls, the most recent first
+    refusal: Refusal | None  # the last time /mcp refused its token, and why
+
+    @property
+    def last_called(self) -> datetime | None:
+        return self.calls[0].at if self.calls else None
+
+    @property
+    def refused_since_last_call(self) -> bool:
+        """Whether its token was refused after its last call went through."""
+        if self.refusal is None:
+            return False
+        return self.last_called is None or self.refusal.at > self.last_called
 
 
 def _hosts(redirect_uris: str) -> list[str]:
@@ -34,7 +48,10 @@ def _hosts(redirect_uris: str) -> list[str]:
 
 
 def connected_clients(user: Any, *, now: datetime | None = None) -> list[ConnectedClient]:
-    """Applications holding a live access token or an unrevoked refresh token for this user."""
+    """Applications holding a live access token or an unrevoked refresh token for this user,
+    each with what it last did at /mcp: three queries, however many clients."""
+    applications = list(connected_applications(user, now=now))
+    done = activity(user, (app.pk for app in applications))
     return [
         ConnectedClient(
             id=app.pk,
@@ -46,6 +63,8 @@ def connected_clients(user: Any, *, now: datetime | None = None) -> list[Connect
             refresh_tokens=app.live_refresh,
             last_issued=app.last_issued,
             access_expires=app.access_expires,
+            calls=done[app.pk].calls,
+            refusal=done[app.pk].refusal,
         )
-        for app in connected_applications(user, now=now)
+        for app in applications
     ]

@@ -171,9 +171,10 @@ class McpAdmission:
 
     def __init__(self) -> None:
         # Imported here, once Django is set up: they use models.
-        from mcp_bridge import auth
+        from mcp_bridge import activity, auth
         from mcp_bridge.server import MCP_PATH, build_endpoint
 
+        self.activity = activity
         self.auth = auth
         self.path = MCP_PATH
         self.mcp = build_endpoint()
@@ -189,14 +190,18 @@ class McpAdmission:
 
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
-        """The MCP session manager, running; once it has stopped, the database and
-        embedding threads."""
-        async with self.mcp.session_manager.run():
+        """The MCP session manager and the writing of the clients page's notes, running;
+        once they have stopped, the last notes written, then the database and embedding
+        threads stopped."""
+        async with self.mcp.session_manager.run(), anyio.create_task_group() as tasks:
+            tasks.start_soon(self.activity.writing)
             self.running = True
             try:
                 yield
             finally:
                 self.running = False
+                tasks.cancel_scope.cancel()
+        await self.activity.write_noted()
         database.shutdown()
         embedding.shutdown()
 

@@ -37,9 +37,11 @@ from mcp.server.auth.settings import AuthSettings
 from oauth2_provider.models import get_access_token_model, get_application_model
 from pydantic import AnyHttpUrl, PrivateAttr
 
+from mcp_bridge.activity import note_refusal
 from mcp_bridge.database import run_sync
 from memories.models import Closing, ReflectCall
 from memories.services import LastLoads
+from oauth.models import RefusalReason
 from oauth.resource import MCP_SCOPE, is_mcp_resource, mcp_resource_url
 from oauth.tokens import token_checksum
 
@@ -59,15 +61,26 @@ class UserAccessToken(AccessToken):
 
     _user: Any = PrivateAttr(default=None)
     _loads: LastLoads | None = PrivateAttr(default=None)
+    _application_id: int | None = PrivateAttr(default=None)
 
     @classmethod
     def acting_for(
-        cls, user: Any, loads: LastLoads | None = None, **fields: Any
+        cls,
+        user: Any,
+        loads: LastLoads | None = None,
+        application_id: int | None = None,
+        **fields: Any,
     ) -> "UserAccessToken":
         token = cls(**fields)
         token._user = user
         token._loads = loads
+        token._application_id = application_id
         return token
+
+    @property
+    def application_id(self) -> int | None:
+        """The OAuth client's primary key (None for a token issued to no client)."""
+        return self._application_id
 
     @property
     def user(self) -> Any:
@@ -79,7 +92,7 @@ class UserAccessToken(AccessToken):
 
 
 # The token's fields read for the check, then every column of its user.
-TOKEN_FIELDS = ("expires", "scope", "resource")
+TOKEN_FIELDS = ("expires", "scope", "resource", "application")
 
 
 # Read with the token: when its user last loaded the memory and last closed a
@@ -161,6 +174,7 @@ class StoredToken:
     expires: datetime | None
     scope: str
     resource: Any
+    application_id: int | None
     client_id: str
     client_name: str
     user: Any
@@ -180,13 +194,17 @@ def stored_token(checksum: str) -> StoredToken | None:
         for convert in converters:
             value = convert(value, column, connection)
         values.append(value)
-    expires, scope, resource, client_id, client_name = values[: len(TOKEN_FIELDS) + 2]
+    expires, scope, resource, application_id, client_id, client_name = values[
+        : len(TOKEN_FIELDS) + 2
+    ]
     user_model = get_user_model()
     names = [field.attname for field in user_model._meta.concrete_fields]
     user_values = values[len(TOKEN_FIELDS) + 2 : -len(_LAST_LOADS)]
     user = user_model.from_db(connection.alias, names, user_values)
     loads = LastLoads(*values[-len(_LAST_LOADS) :])
-    return StoredToken(expires, scope, resource, client_id or "", client_name or "", user, loads)
+    return StoredToken(
+        expires, scope, resource, application_id, client_id or "", client_name or "", user, loads
+    )
 
 
 def find_access_token(raw_token: str) -> UserAccessToken | None:
@@ -197,14 +215,17 @@ def find_access_token(raw_token: str) -> UserAccessToken | None:
     if not raw_token or len(raw_token) > MAX_TOKEN_LENGTH or not raw_token.isprintable():
         return None
     token = stored_token(token_checksum(raw_token))
-    # Registration tokens have no user and no resource, so both checks refuse them.
-    if token is None or token.expires is None or timezone.now() >= token.expires:
+    # Registration tokens have no user (the lookup leaves them out) and no resource.
+    if token is None or token.expires is None:
         return None
-    if not token.user.is_active or not is_for_this_server(token.resource):
+    if (refused := _refusal(token)) is not None:
+        # Shown to the token's owner on the clients page: the token still names them.
+        note_refusal(user_id=token.user.pk, application_id=token.application_id, reason=refused)
         return None
     return UserAccessToken.acting_for(
         token.user,
         token.loads,
+        token.application_id,
         token=raw_token,
         client_id=token.client_id,
         scopes=token.scope.split(),
@@ -214,6 +235,17 @@ def find_access_token(raw_token: str) -> UserAccessToken | None:
         # The client's name rides along for the reflect record (no second lookup).
         claims={"iss": settings.TAPROOT_PUBLIC_URL, CLIENT_NAME_CLAIM: token.client_name},
     )
+
+
+def _refusal(token: StoredToken) -> RefusalReason | None:
+    """Why /mcp refuses this stored token, or None when it does not."""
+    if token.expires is not None and timezone.now() >= token.expires:
+        return RefusalReason.EXPIRED
+    if not token.user.is_active:
+        return RefusalReason.INACTIVE
+    if not is_for_this_server(token.resource):
+        return RefusalReason.WRONG_RESOURCE
+    return None
 
 
 # RFC 6750 §2.1: the scheme in any case, one or more spaces, a token68. ASCII only (bytes).
@@ -297,6 +329,17 @@ def token_client() -> tuple[str, str]:
         return "", ""
     name = (token.claims or {}).get(CLIENT_NAME_CLAIM, "")
     return token.client_id, name if isinstance(name, str) else ""
+
+
+def token_caller() -> tuple[int, int] | None:
+    """Who the current request's token acts for and through which OAuth client (their
+    primary keys), or None for a token issued to no client."""
+    token = get_access_token()
+    if not isinstance(token, UserAccessToken) or token.user is None:
+        return None
+    if token.application_id is None:
+        return None
+    return token.user.pk, token.application_id
 
 
 def token_loads(owner: Any) -> LastLoads | None:

@@ -1,14 +1,14 @@
 """Where a /mcp request's embedding runs: on threads of its own, never the database's.
 
 Embedding is the costliest thing a tool call does (tens of milliseconds for a long memory
-with MiniLM, more before memories.semantic.EMBEDDED_CHARS bounded it), and the database
+with MiniLM, more before memories.recall.semantic.EMBEDDED_CHARS bounded it), and the database
 threads are few (mcp_bridge.database): a user sending several long remembers at once held
 them all while a model computed, and every other user's recall queued behind. So a call
 whose text can be known from its arguments is embedded first, here, and handed to the
 service, which then only reads and writes:
 
-- `taproot_remember` creating a memory: the memory's text (memories.indexing.Vectors);
-- `taproot_recall` with a query: the query's vector (memories.semantic.QueryVector).
+- `taproot_remember` creating a memory: the memory's text (memories.recall.indexing.Vectors);
+- `taproot_recall` with a query: the query's vector (memories.recall.semantic.QueryVector).
 
 Queries and memories have a thread each, so a recall never waits behind a flood of
 remembers; one thread each bounds the cores embedding may take from everything else
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 from asgiref.sync import sync_to_async
 
 from memories.conf import embedder
-from memories.semantic import QueryVector, query_text
+from memories.recall import QueryVector, query_text
 
 if TYPE_CHECKING:  # the models load after the ASGI application that imports this module
-    from memories.indexing import Vectors
     from memories.models import Memory
+    from memories.recall import Vectors
 
 
 class _Lane:
@@ -65,7 +65,7 @@ QUERIES = _Lane("taproot-embed-query")
 
 async def memory_vectors(memories: list["Memory"]) -> "Vectors | None":
     """The vectors of these unsaved memories' texts; None without an embedder."""
-    from memories.indexing import vectors_for
+    from memories.recall import vectors_for
 
     if not memories or embedder() is None:
         return None

@@ -20,7 +20,6 @@ from mcp_bridge.messages import say, skipped_prefixes
 from memories import services, shortids
 from memories.conf import reflect_nudge_hours
 from memories.errors import DomainError, InvalidInput, TooFewToCompress
-from memories.indexing import Vectors
 from memories.jsonutil import dumps
 from memories.limits import (
     DEFAULT_RECALL_LIMIT,
@@ -38,8 +37,8 @@ from memories.limits import (
 )
 from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
 from memories.quoting import shown
+from memories.recall import QueryVector, Vectors
 from memories.refs import IdPrefix, MemoryRef, Resolved
-from memories.semantic import QueryVector
 from memories.services import Hit, MemoryDraft, RecallFilters, ReflectDue, Remembered
 from memories.timeutil import isoformat
 from memories.vocabulary import CATEGORY_VALUES

@@ -74,11 +74,11 @@ class RequestLogMiddleware:
         except BaseException:
             record.outcome = "protocol_error"
             raise
-        record.outcome = "tool_error" if _is_tool_error(result) else "ok"
+        record.outcome = "tool_error" if is_tool_error(result) else "ok"
         return result
 
 
-def _is_tool_error(result: HandlerResult) -> bool:
+def is_tool_error(result: HandlerResult) -> bool:
     # Handlers may hand back the model or its wire form.
     if isinstance(result, CallToolResult):
         return bool(result.is_error)

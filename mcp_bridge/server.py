@@ -15,7 +15,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
-from mcp_bridge.auth import DjangoTokenVerifier, auth_settings, token_user
+from mcp_bridge.activity import CallNoting
+from mcp_bridge.auth import DjangoTokenVerifier, auth_settings, token_caller, token_user
 from mcp_bridge.database import run_sync
 from mcp_bridge.replies import UNEXPECTED, logger
 from mcp_bridge.request_log import RequestLogMiddleware
@@ -83,7 +84,10 @@ def build_server() -> MCPServer:
         token_verifier=DjangoTokenVerifier(),
         auth=auth_settings(),
         tools=tools,
-        middleware=[RequestLogMiddleware(tool.name for tool in tools)],
+        middleware=[
+            RequestLogMiddleware(tool.name for tool in tools),
+            CallNoting((tool.name for tool in tools), token_caller),
+        ],
     )
     server.prompt(name="taproot_reflect", title="Taproot memory", description=PROMPT_DESCRIPTION)(
         reflect_prompt

@@ -1,17 +1,23 @@
-"""Settings read at call time, so tests can override them."""
+"""Settings read at call time, so tests can override them.
+
+Recall's modules are imported when a setting of theirs is read, not with this module:
+memories.recall reads its settings here, and importing its package loads the index.
+"""
 
 import dataclasses
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from memories.embedding import Embedder, embedder_named
-from memories.ranking import PROFILES, ActivationConfig, Profile
+if TYPE_CHECKING:
+    from memories.recall.embedding import Embedder
+    from memories.recall.ranking import ActivationConfig, Profile
 
 
-def activation_config() -> ActivationConfig:
+def activation_config() -> "ActivationConfig":
     """The active profile's ranking constants, weighing meaning as the active embedder
-    does (memories.ranking.Meaning), with any TAPROOT_ACTIVATION overrides."""
+    does (memories.recall.ranking.Meaning), with any TAPROOT_ACTIVATION overrides."""
     constants = ranking_profile().activation
     semantic = embedder()
     if semantic is not None:
@@ -22,15 +28,19 @@ def activation_config() -> ActivationConfig:
     return dataclasses.replace(constants, **overrides)
 
 
-def ranking_profile() -> Profile:
+def ranking_profile() -> "Profile":
     """The relevance profile recall uses and the index is built for (TAPROOT_RANKING)."""
+    from memories.recall.ranking import PROFILES
+
     return PROFILES[settings.TAPROOT_RANKING]
 
 
-def embedder() -> Embedder | None:
+def embedder() -> "Embedder | None":
     """The embedder recall by meaning uses (TAPROOT_EMBEDDER); None when it is off, and
     always for the seed profile, which ranks by words alone. One that cannot load raises
     EmbedderUnavailable (the server refuses to start on it)."""
+    from memories.recall.embedding import embedder_named
+
     if not ranking_profile().idf:
         return None
     return embedder_named(settings.TAPROOT_EMBEDDER)

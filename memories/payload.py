@@ -7,7 +7,10 @@ The payload never passes its token budget. What gives way, in order: catalog lin
 end of the catalog order first), then the recent closings (the oldest first: shortened
 with a marker, then left out), then core memories: those that do not fit in full (the end
 of the core order) are sent as catalog-style lines in `core_overflow`, and when even those
-lines do not fit, the last of them are left out and counted in `core_omitted`.
+lines do not fit, the last of them are left out and counted in `core_omitted`. That order
+is `GIVES_WAY`, declared once: the builder gives way by it and `catalog_read_bound` (how
+many catalog lines reflect reads) derives from it, so reordering it cannot make the bounded
+read send something other than a full read would.
 
 A fast path: finding what gives way tries many layouts, and each one's text is put
 together from pieces serialised once (`_Builder.assemble`) rather than serialised whole.
@@ -24,6 +27,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from memories.jsonutil import dumps
@@ -197,6 +201,47 @@ def core_content_fits(content_lengths: Iterable[int], max_tokens: int) -> int:
     return fitting
 
 
+class GivesWay(StrEnum):
+    CATALOG_LINES = "catalog lines"  # from the end of the catalog order
+    CLOSINGS = "closings"  # the oldest first: shortened, then left out
+    CORE_IN_FULL = "core in full"  # from the end of the core order, sent as lines instead
+    CORE_LINES = "core lines"  # from the end of the core order, counted in core_omitted
+
+
+# What gives way, first to last, until the payload fits its budget. Each gives way only
+# once everything before it has given way entirely.
+GIVES_WAY: tuple[GivesWay, ...] = (
+    GivesWay.CATALOG_LINES,
+    GivesWay.CLOSINGS,
+    GivesWay.CORE_IN_FULL,
+    GivesWay.CORE_LINES,
+)
+
+
+def catalog_read_bound(
+    *, max_tokens: int, core: Sequence[tuple[int, str]], n_full: int, closings: Sequence[str]
+) -> int:
+    """No payload sends more catalog lines than this, for these core memories in core order
+    (each one's content length and gist), of which the first `n_full` could fit in full
+    (`core_content_fits`), and these closings' reflections. While any catalog line is sent,
+    whatever gives way after the catalog lines is sent whole, so what it takes at the least
+    leaves room for so many lines."""
+    later = set(GIVES_WAY[GIVES_WAY.index(GivesWay.CATALOG_LINES) + 1 :])
+    taken = len(USAGE_NOTE)
+    if GivesWay.CLOSINGS in later:
+        taken += sum(len(reflection) for reflection in closings)
+    for index, (content_length, gist) in enumerate(core):
+        line_length = len(_gist_text(gist)) if GivesWay.CORE_LINES in later else 0
+        if index < n_full and GivesWay.CORE_IN_FULL in later:
+            taken += content_length
+        elif index < n_full:
+            # In full or as a line, whichever it ends as.
+            taken += min(content_length, line_length)
+        else:
+            taken += line_length
+    return max_lines(max_tokens * 4 - taken)
+
+
 @dataclass(frozen=True)
 class _Layout:
     n_full: int  # core memories sent in full: the first of the core order
@@ -251,6 +296,12 @@ class _Builder:
         self.n_readable = 0
         while self.n_readable < len(self.core) and self.core[self.n_readable].content is not None:
             self.n_readable += 1
+        # Those that could not fit in full with everything else left out are not tried in
+        # full: nothing gives way for them, and a reader that did not read their text (as
+        # reflect does not) gets the same payload as one that did.
+        self.n_readable = core_content_fits(
+            (len(e.content or "") for e in self.core[: self.n_readable]), max_tokens
+        )
         self.lines = sorted(catalog, key=catalog_order)
         self.closings = list(closings)
         self.base_omitted = dict.fromkeys(CATEGORY_ORDER, 0)
@@ -378,18 +429,42 @@ class _Builder:
 
     def build(self) -> ReflectPayload:
         everything = tuple(c.reflection for c in self.closings)
-        nothing: tuple[str | None, ...] = (None,) * len(self.closings)
-        layout = _Layout(self.n_readable, len(self.core) - self.n_readable, everything, 0)
-        result = (
-            self.fits(replace(layout, n_catalog=len(self.lines)))
-            or self.cut_catalog(layout)
-            or self.shorten_closings(layout)
-            or self.move_core_to_lines(replace(layout, closings=nothing))
-            or self.cut_core_lines(_Layout(0, len(self.core), nothing, 0))
-            # Only a budget too small for the payload's fixed parts gets here.
-            or self.render(_Layout(0, 0, nothing, 0))
+        layout = _Layout(
+            self.n_readable, len(self.core) - self.n_readable, everything, len(self.lines)
         )
-        return self.finish(result)
+        result = self.fits(layout)
+        for what in GIVES_WAY:
+            if result is not None:
+                break
+            result = self.give_way(what, layout)
+            layout = self.given_way(what, layout)
+        # Only a budget too small for the payload's fixed parts gets past every step.
+        return self.finish(result or self.render(layout))
+
+    def give_way(self, what: GivesWay, layout: _Layout) -> _Rendered | None:
+        """As little of `what` given way as makes `layout` fit, if giving it all way does."""
+        match what:
+            case GivesWay.CATALOG_LINES:
+                return self.cut_catalog(layout)
+            case GivesWay.CLOSINGS:
+                return self.shorten_closings(layout)
+            case GivesWay.CORE_IN_FULL:
+                return self.move_core_to_lines(layout)
+            case GivesWay.CORE_LINES:
+                return self.cut_core_lines(layout)
+
+    @staticmethod
+    def given_way(what: GivesWay, layout: _Layout) -> _Layout:
+        """`layout` with all of `what` given way."""
+        match what:
+            case GivesWay.CATALOG_LINES:
+                return replace(layout, n_catalog=0)
+            case GivesWay.CLOSINGS:
+                return replace(layout, closings=(None,) * len(layout.closings))
+            case GivesWay.CORE_IN_FULL:
+                return replace(layout, n_full=0, n_core_lines=layout.n_full + layout.n_core_lines)
+            case GivesWay.CORE_LINES:
+                return replace(layout, n_core_lines=0)
 
     def fewest_cuts(
         self, layout_for: Callable[[int], _Layout], sizes: list[int]
@@ -415,18 +490,20 @@ class _Builder:
 
     def cut_catalog(self, layout: _Layout) -> _Rendered | None:
         """Catalog lines cut from the end of the catalog order, as few as fit."""
-        total = len(self.lines)
+        total = layout.n_catalog
         return self.fewest_cuts(
             lambda n_cut: replace(layout, n_catalog=total - n_cut),
-            [len(j) for j in self.catalog_json],
+            [len(j) for j in self.catalog_json[:total]],
         )
 
     def shorten_closings(self, layout: _Layout) -> _Rendered | None:
-        """No catalog line; the closings, oldest first, shortened as little as fits (never
-        below CLOSING_MIN_CHARS of text), or else left out."""
+        """The closings, oldest first, shortened as little as fits (never below
+        CLOSING_MIN_CHARS of text), or else left out."""
         sent = list(layout.closings)
         for index in reversed(range(len(sent))):
             reflection = self.closings[index].reflection
+            if sent[index] is None:
+                continue
 
             def kept(n: int, index: int = index, reflection: str = reflection) -> _Layout:
                 sent[index] = _shortened(reflection, n)
@@ -447,25 +524,25 @@ class _Builder:
         return None
 
     def move_core_to_lines(self, layout: _Layout) -> _Rendered | None:
-        """No catalog line, no closing; the most core memories in full (the first of the
-        core order) that fit with all the others sent as lines."""
-        total = len(self.core)
+        """The most core memories in full (the first of the core order) that fit, the
+        others of them sent as lines."""
         estimate = len(self.render(layout).text)
         limit = self.max_tokens * 4
         for n_full in range(layout.n_full - 1, -1, -1):
             estimate -= len(self.full_json[n_full]) - len(self.core_line_json[n_full])
             if estimate - _ESTIMATE_SLACK > limit:
                 continue  # cannot fit: skip the render
-            if result := self.fits(replace(layout, n_full=n_full, n_core_lines=total - n_full)):
+            lines = layout.n_core_lines + layout.n_full - n_full
+            if result := self.fits(replace(layout, n_full=n_full, n_core_lines=lines)):
                 return result
         return None
 
     def cut_core_lines(self, layout: _Layout) -> _Rendered | None:
-        """Nothing else left to give: core lines cut from the end of the core order."""
+        """Core lines cut from the end of the core order."""
         total = layout.n_core_lines
         return self.fewest_cuts(
             lambda n_cut: replace(layout, n_core_lines=total - n_cut),
-            [len(j) for j in self.core_line_json],
+            [len(j) for j in self.core_line_json[layout.n_full : layout.n_full + total]],
         )
 
     # --- the result ----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """What Taproot keeps beside django-oauth-toolkit's own tables."""
 
+from django.conf import settings
 from django.db import models
 
 
@@ -46,3 +47,49 @@ class LoginFailure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.username} from {self.network or 'an unknown address'} at {self.at}"
+
+
+class ClientCall(models.Model):
+    """One MCP tool call a client made for a user, kept so the person can see what Claude
+    last did (the clients page). Only the last CALLS_KEPT per user and client stay
+    (oauth.activity); never arguments, replies or token material."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    application = models.ForeignKey(
+        "oauth2_provider.Application", on_delete=models.CASCADE, related_name="+"
+    )
+    called_at = models.DateTimeField()
+    tool = models.CharField(max_length=64)
+    ok = models.BooleanField()
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "application", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool} at {self.called_at} ({'ok' if self.ok else 'error'})"
+
+
+class RefusalReason(models.TextChoices):
+    EXPIRED = "expired", "its access token had expired"
+    INACTIVE = "inactive", "this account is deactivated"
+    WRONG_RESOURCE = "wrong_resource", "its token was issued for another server address"
+
+
+class ClientRefusal(models.Model):
+    """The last time /mcp refused a client's token for a user, and why. Only refusals
+    whose token still names its user are kept: a revoked or unknown token names nobody."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    application = models.ForeignKey(
+        "oauth2_provider.Application", on_delete=models.CASCADE, related_name="+"
+    )
+    refused_at = models.DateTimeField()
+    reason = models.CharField(max_length=20, choices=RefusalReason.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "application"], name="one_refusal_per_client")
+        ]
+
+    def __str__(self) -> str:
+        return f"Refused at {self.refused_at}: {self.get_reason_display()}"

@@ -41,7 +41,7 @@ def _recall_index_problem() -> str | None:
     here; its model loads on first use)."""
     from django.conf import settings
 
-    from memories.indexing import embedder_problem, index_mismatch
+    from memories.recall import embedder_problem, index_mismatch
 
     try:
         return index_mismatch() or embedder_problem(settings.TAPROOT_EMBEDDER)

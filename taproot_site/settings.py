@@ -24,7 +24,7 @@ from taproot_site.env import (
     local_url,
 )
 
-# Recall's cosine scan (memories.semantic) on one core: a worker serves one request per
+# Recall's cosine scan (memories.recall.semantic) on one core: a worker serves one request per
 # thread, and a BLAS that spreads each product over every core makes them wait on each
 # other. Before numpy is first imported, which is after settings.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -125,14 +125,14 @@ TAPROOT_RANKING = env_choice("TAPROOT_RANKING", "taproot", ("taproot", "seed"))
 # Recall by meaning (SPEC §3.2, issue 25): "wordllama" (a small local model shipped inside
 # its package) blends a semantic signal into the taproot profile's relevance; "minilm"
 # (all-MiniLM-L6-v2, the minilm extra) and "onnx:PATH" (a sentence encoder exported to that
-# folder) are stronger and dearer (memories.onnx_embedding); "none" ranks by words alone.
+# folder) are stronger and dearer (memories.recall.onnx_embedding); "none" ranks by words alone.
 TAPROOT_EMBEDDER = env_embedder("TAPROOT_EMBEDDER", "wordllama", ("wordllama", "minilm", "none"))
 # MiB of memory vectors each worker keeps for the owners it served most recently (a
 # 100,000-memory store takes about 125 with the default embedder); past it the least
 # recently served owners are let go and read again at their next recall.
 TAPROOT_VECTOR_CACHE_MB = env_int("TAPROOT_VECTOR_CACHE_MB", 256, minimum=16)
 # Overrides for the recall ranking constants of the active profile (see
-# memories.ranking.ActivationConfig).
+# memories.recall.ranking.ActivationConfig).
 TAPROOT_ACTIVATION: dict[str, object] = {}
 
 # Import (manage.py import_taproot, the dashboard's Import page): a file (or the notes of
@@ -344,7 +344,8 @@ if _https and not DEBUG:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 60 * 60 * 24 * 30)
     # Off unless asked for: both bind every subdomain of the public host to HTTPS (the
     # preload list for a long time), a choice for whoever runs the domain. `check
-    # --deploy` warns about them (security.W005, security.W021); the README says why.
+    # --deploy` warns about them (security.W005, security.W021); docs/connecting-claude.md
+    # says why.
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 

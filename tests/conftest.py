@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from memories.indexing import refresh_hashes, reindex
 from memories.models import Memory
+from memories.recall.indexing import refresh_hashes, reindex
 from memories.vocabulary import last_touch_of
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -153,7 +153,7 @@ def varied_store(user: Any, make_memory: Callable[..., Memory]) -> None:
     from datetime import timedelta
 
     from memories.models import Closing
-    from memories.services.exporting import EXPORT_BATCH
+    from memories.portability.exporting import EXPORT_BATCH
     from tests.memories.exports import bulk_memories
 
     bulk_memories(user, EXPORT_BATCH + 50)  # all created at NOW: ties across a boundary

@@ -13,7 +13,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard.clients import connected_clients
 from dashboard.decorators import DashboardRequest, login_required
 from memories.models import Closing
-from memories.services import Export, ExportBusy
+from memories.portability import Export, ExportBusy
 from oauth.clients import revoke_client
 
 CLOSINGS_PAGE_SIZE = 20

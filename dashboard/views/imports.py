@@ -11,8 +11,8 @@ from django.views.decorators.http import require_http_methods
 from dashboard.decorators import DashboardRequest, login_required
 from dashboard.forms import ImportForm
 from memories.errors import InvalidInput
-from memories.importers import file_too_large
 from memories.models import Category
+from memories.portability import file_too_large
 from memories.services import Imported, import_store
 
 # What the form's other fields may add to the file's size in a request.

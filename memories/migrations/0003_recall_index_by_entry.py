@@ -10,7 +10,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from memories.ranking import SEED, index_entries, memory_terms
+from memories.recall.ranking import SEED, index_entries, memory_terms
 
 
 def _strings(values):

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import migrations
 from django.db.models import Count
 
-from memories.ranking import TAPROOT, index_entries, memory_terms
+from memories.recall.ranking import TAPROOT, index_entries, memory_terms
 
 BATCH = 500
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,5 +1,5 @@
 """The recall index (SPEC §3): what ranking reads about each live memory, as numbers,
-tokens, tags and vectors, kept by memories.indexing beside the memory rows."""
+tokens, tags and vectors, kept by memories.recall.indexing beside the memory rows."""
 
 import uuid
 
@@ -75,7 +75,7 @@ class RecallIndex(models.Model):
     profile = models.CharField(max_length=16)
     live_memories = models.PositiveIntegerField(default=0)
     # Moves on every write to the owner's index: a worker's cached vectors are stale
-    # when theirs is older (memories.semantic). A new row (a store rebuilt, a database
+    # when theirs is older (memories.recall.semantic). A new row (a store rebuilt, a database
     # restored from elsewhere) has a new generation, so no cache mistakes it for the old.
     version = models.BigIntegerField(default=0)
     generation = models.UUIDField(default=uuid.uuid4)
@@ -91,7 +91,7 @@ class RecallIndex(models.Model):
 
 class MemoryVector(models.Model):
     """A memory's meaning as a unit vector (SPEC §3.2): of its gist, keywords, tags and
-    content, by the embedder named, as float16 bytes (memories.embedding). `version` is
+    content, by the embedder named, as float16 bytes (memories.recall.embedding). `version` is
     the owner's RecallIndex.version when it was written, so a cache takes only newer
     ones. A memory whose text has no token has none."""
 

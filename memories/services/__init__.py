@@ -17,13 +17,14 @@ gist, compress, restoring a revision) must be the outermost, and say so with
 `atomic(durable=True)`: inside another transaction, embedding would hold SQLite's one
 write lock. They return what they wrote: a model instance (Memory, Closing) or a small
 frozen dataclass around it (Remembered, Changed, Compressed, Restored, Recalled); the
-store-wide writes return what they did (Imported, Migrated, SnapshotRestored).
+store-wide writes return what they did (Imported, Migrated, SnapshotRestored). The export
+and the whole-database backups are not services: they move stores, and live with the
+importers in memories.portability.
 `preview_restore` reads what `restore_revision` would change (a RestorePreview), which
 the restore can then be held to.
 
 A read that an interface lays out returns plain values (ReflectPayload, ReflectHistory,
-SuggestionGroup, Ranking) or a str; an export is the document itself (`export_store`
-whole, `Export` streamed), and `status` a StoreStatus. No service builds a reply: the
+SuggestionGroup, Ranking) or a str, and `status` a StoreStatus. No service builds a reply: the
 tools' JSON is made in mcp_bridge.handlers, the pages' words in dashboard.
 """
 
@@ -44,7 +45,6 @@ from memories.services.curation import (
     set_curation,
     unarchive,
 )
-from memories.services.exporting import Export, ExportBusy, export_store
 from memories.services.import_runs import recover_interrupted_imports
 from memories.services.importing import Imported, import_store
 from memories.services.loaded import (
@@ -77,8 +77,6 @@ __all__ = [
     "Changed",
     "Compressed",
     "Duplicate",
-    "Export",
-    "ExportBusy",
     "Hit",
     "Imported",
     "LastLoads",
@@ -103,7 +101,6 @@ __all__ = [
     "dismiss_suggestion",
     "edit",
     "edit_gist",
-    "export_store",
     "import_store",
     "last_loads",
     "migrate",

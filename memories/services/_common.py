@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from memories.bulkwrite import WRITE_BATCH
 from memories.errors import UnknownMemory
-from memories.indexing import Vectors, reindex
 from memories.models import ChangeSource, Memory, Revision, RevisionAction, User
+from memories.recall.indexing import Vectors, reindex
 from memories.refs import MemoryRef
 from memories.shortids import resolve_memory_id
 

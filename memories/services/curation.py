@@ -23,7 +23,6 @@ from memories.errors import (
     TooManyTags,
     UnknownRevision,
 )
-from memories.indexing import refresh_hashes, reindex, string_items, unindex
 from memories.limits import (
     MAX_CONTENT,
     MAX_GIST,
@@ -41,6 +40,7 @@ from memories.models import (
     Salience,
     User,
 )
+from memories.recall.indexing import refresh_hashes, reindex, string_items, unindex
 from memories.refs import IdPrefix, MemoryRef, Resolved
 from memories.services._common import distinct, get_memory, now_or, record_revisions
 from memories.services.normalise import normalise_salience

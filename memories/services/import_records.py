@@ -10,8 +10,6 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from memories.importers import BadFile, Entry, jsontext
-from memories.importers.jsontext import TOO_DEEP
 from memories.limits import (
     MAX_CONTENT,
     MAX_GIST,
@@ -25,6 +23,8 @@ from memories.limits import (
     unstorable,
 )
 from memories.models import Closing, Memory
+from memories.portability.importers import BadFile, Entry, jsontext
+from memories.portability.importers.jsontext import TOO_DEEP
 from memories.quoting import shown
 from memories.services.normalise import LIST_FIELDS, normalise_list
 from memories.timeutil import parse_timestamp

@@ -1,6 +1,6 @@
 """Import a store (SPEC §7, extended by the switching issue): Taproot's own export, an
 original Taproot (Cloudflare KV) backup or a bare JSON array of memory records, and the
-stores of other memory servers that memories.importers reads.
+stores of other memory servers that memories.portability.importers reads.
 
 The store is read twice, a record at a time, so what an import holds does not grow with
 the file. The first read checks everything and writes nothing: every record readable,
@@ -32,11 +32,11 @@ from django.db import IntegrityError, transaction
 from memories.bulkwrite import WRITE_BATCH
 from memories.conf import embedder
 from memories.errors import InvalidInput
-from memories.importers import BadFile, Source, open_source
-from memories.importers.base import is_name_based, own_id
-from memories.indexing import Vectors
 from memories.maintenance import refresh_planner_statistics
 from memories.models import Category, ChangeSource, Closing, Memory, Snapshot, User
+from memories.portability.importers import BadFile, Source, open_source
+from memories.portability.importers.base import is_name_based, own_id
+from memories.recall.indexing import Vectors
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.import_records import canonical_id, closing_from, memory_from
 from memories.services.import_runs import (
@@ -92,7 +92,7 @@ class Imported:
     normalised_existing: int  # records already in the store normalised alongside
     ignored_keys: int  # envelope entries that are neither memories nor closings
     snapshot_id: int | None
-    source: str = "taproot"  # which reader read it (memories.importers.SOURCES)
+    source: str = "taproot"  # which reader read it (memories.portability.importers.SOURCES)
     dry_run: bool = False
     # New and skipped memories per category (as they will be stored), sorted by category.
     created_by_category: dict[str, int] = field(default_factory=dict)
@@ -139,7 +139,7 @@ def import_store(
     progress: Progress | None = None,
 ) -> Imported:
     """Import `data` into owner's store. `source` forces a reader (one of
-    memories.importers.SOURCES; by default the content says which); `category` is the
+    memories.portability.importers.SOURCES; by default the content says which); `category` is the
     category of records whose store has none; `dry_run` checks and counts, and writes
     nothing; `progress(stage, records)` hears of each batch read ("checking") and written
     ("importing")."""

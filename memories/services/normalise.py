@@ -19,7 +19,6 @@ from django.db import transaction
 
 from memories.bulkwrite import WRITE_BATCH, update_rows
 from memories.conf import embedder
-from memories.indexing import Vectors, normalised_hash, refresh_hashes
 from memories.jsonutil import json_list
 from memories.limits import MAX_GIST
 from memories.models import (
@@ -31,6 +30,7 @@ from memories.models import (
     Snapshot,
     User,
 )
+from memories.recall.indexing import Vectors, normalised_hash, refresh_hashes
 from memories.services._common import now_or, record_revisions, reindex_in_batches
 from memories.services.snapshots import keep_values, take_snapshot
 from memories.services.unit_of_work import embed_ahead

@@ -11,11 +11,11 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from memories.conf import activation_config, embedder, ranking_profile
-from memories.embedding import Vector
-from memories.indexing import tag_key
 from memories.limits import DEFAULT_RECALL_LIMIT
 from memories.models import Category, Memory, RecallEntry, User
-from memories.ranking import (
+from memories.recall.embedding import Vector
+from memories.recall.indexing import tag_key
+from memories.recall.ranking import (
     ActivationConfig,
     Candidate,
     Ranked,
@@ -24,8 +24,7 @@ from memories.ranking import (
     query_weights,
     rank,
 )
-from memories.refs import IdPrefix, Resolved
-from memories.scoring import (
+from memories.recall.scoring import (
     EPSILON,
     Band,
     Filters,
@@ -34,7 +33,8 @@ from memories.scoring import (
     holding_any,
     statistics,
 )
-from memories.semantic import CACHE, QueryVector, embed_query
+from memories.recall.semantic import CACHE, QueryVector, embed_query
+from memories.refs import IdPrefix, Resolved
 from memories.services._common import distinct, now_or
 from memories.shortids import resolve_prefixes
 from memories.timeutil import micros
@@ -93,7 +93,7 @@ def rank_memories(
     """The owner's best `filters.limit` live memories, best first. Reads only. `ahead` is
     the query's vector when the caller embedded it already.
 
-    The database scores and cuts (memories.scoring); what it returns is re-scored with
+    The database scores and cuts (memories.recall.scoring); what it returns is re-scored with
     the reference formula, so scores, order and ties are exactly SPEC §3's. With an
     embedder, each lexical match's relevance blends in its cosine with the query, and
     memories sharing no word may fill places left over (SPEC §3.2).
@@ -296,7 +296,7 @@ def recall(
     (strengthened: SPEC §3), except those found by meaning alone. `fits`, when given, is
     asked before each hit is taken; the first that does not fit ends the list.
     `query_vector` is the query's, embedded ahead by the caller (see
-    memories.semantic.embed_query)."""
+    memories.recall.semantic.embed_query)."""
     now = now_or(now)
     filters, resolved = resolve_id_prefixes(owner, filters)
     # Ranking only reads, so it runs outside the write transaction: on SQLite that

@@ -11,12 +11,12 @@ from django.db.models.functions import Length
 from memories.conf import catalog_window_days, meaning_model, reflect_max_tokens
 from memories.models import Closing, Memory, Salience, StoreCount, User
 from memories.payload import (
-    USAGE_NOTE,
     CatalogEntry,
     ClosingEntry,
     CoreEntry,
     ReflectPayload,
     build_reflect_payload,
+    catalog_read_bound,
     core_content_fits,
     max_lines,
 )
@@ -97,13 +97,17 @@ def _gather(owner: User, now: datetime) -> _Gathered:
         .values_list("id", "reflection", "created_at", "conversation_title")[:RECENT_CLOSINGS]
     ]
 
-    # A catalog line is sent only with every core memory that fits in full, the others as
-    # lines, and the closings whole: what they take at the least leaves room for so many.
-    taken = len(USAGE_NOTE) + sum(len(c.reflection) for c in closings)
-    taken += sum(row[-1] for row in core_rows[:n_full])
-    taken += sum(len(" ".join(row[3].split())) for row in core_rows[n_full:])
     inside = sum(i for _, i, _ in tier_counts.values())
-    bound = max_lines(room - taken) if inside else 0
+    bound = (
+        catalog_read_bound(
+            max_tokens=max_tokens,
+            core=[(row[-1], row[3]) for row in core_rows],
+            n_full=n_full,
+            closings=[c.reflection for c in closings],
+        )
+        if inside
+        else 0
+    )
     catalog_rows = list(
         Memory.objects.filter(
             # Choose the lines in the index alone, then read the chosen ones.

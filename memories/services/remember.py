@@ -8,7 +8,6 @@ from typing import Any
 from django.db import connection, transaction
 
 from memories.errors import BlankText, MemoryArchived, NothingToChange, TooManyItems
-from memories.indexing import INDEXED_TEXT, Vectors, embedding_text, refresh_hashes, reindex
 from memories.limits import (
     MAX_CONTENT,
     MAX_GIST,
@@ -27,6 +26,7 @@ from memories.models import (
     Salience,
     User,
 )
+from memories.recall.indexing import INDEXED_TEXT, Vectors, embedding_text, refresh_hashes, reindex
 from memories.refs import IdPrefix, MemoryRef, Resolved
 from memories.services import retries
 from memories.services._common import distinct, now_or
@@ -112,7 +112,7 @@ def remember(
 ) -> Remembered:
     """Create a memory from a draft, or update `update` changing only what the draft
     gives. Everything is checked before anything is written. `vectors`: a new memory's,
-    embedded ahead by the caller (see memories.indexing.vectors_for); embedded here when
+    embedded ahead by the caller (see memories.recall.indexing.vectors_for); embedded here when
     not given, or given for other text."""
     now = now_or(now)
     # A short id names its memory from here on (refused when it names none or several).

@@ -4,7 +4,7 @@ A snapshot's `records` document says what it covers:
 
     {"whole_store": bool, "memories": [<memory value>], "closings": [<closing value>]}
 
-Memory and closing values are those of the export (memories.services.exporting), so they
+Memory and closing values are those of the export (memories.portability.exporting), so they
 hold every field exactly, drift included.
 
 - A snapshot of some records (`whole_store: false`; migrate takes these of the memories it
@@ -43,7 +43,6 @@ from memories.errors import (
     UnknownSnapshot,
     UnreadableSnapshot,
 )
-from memories.indexing import refresh_hashes, unindex
 from memories.models import (
     ChangeSource,
     Closing,
@@ -53,9 +52,10 @@ from memories.models import (
     SnapshotRecord,
     User,
 )
+from memories.portability.exporting import memory_value
 from memories.quoting import shown
+from memories.recall.indexing import refresh_hashes, unindex
 from memories.services._common import now_or, record_revisions, reindex_in_batches
-from memories.services.exporting import memory_value
 from memories.services.unit_of_work import embed_ahead
 from memories.timeutil import parse_timestamp
 from memories.vocabulary import DERIVED_FIELDS, RECORD_FIELDS, last_touch_of

@@ -10,9 +10,9 @@ from datetime import datetime
 from django.db import transaction
 
 from memories.conf import embedder
-from memories.indexing import INDEXED_TEXT, Vectors, embedding_text, refresh_hashes, reindex
-from memories.indexing import vectors_for as embed
 from memories.models import ChangeSource, Memory, RevisionAction, User
+from memories.recall.indexing import INDEXED_TEXT, Vectors, embedding_text, refresh_hashes, reindex
+from memories.recall.indexing import vectors_for as embed
 from memories.refs import MemoryRef
 from memories.services._common import get_memory, record_revisions
 from memories.shortids import resolve_memory_id

@@ -15,9 +15,9 @@ import psycopg
 from django.apps import apps
 from django.conf import settings
 
-from memories.backups.archive import write_archive
-from memories.backups.manifest import Manifest
-from memories.backups.progress import Progress
+from memories.portability.backups.archive import write_archive
+from memories.portability.backups.manifest import Manifest
+from memories.portability.backups.progress import Progress
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -17,9 +17,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 
-from memories.backups import Manifest, Progress, backups_in, prune
-from memories.backups.archive import write_archive
 from memories.models import Closing, Memory, Revision, Snapshot
+from memories.portability.backups import Manifest, Progress, backups_in, prune
+from memories.portability.backups.archive import write_archive
 from tests.backups.support import database_of, manifest_of, the_backup
 from tests.conftest import is_postgres
 

@@ -14,9 +14,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from oauth2_provider.models import get_access_token_model
 
-from memories.backups.archive import MANIFEST
-from memories.backups.state import MIGRATION_MADE_TRIGGERS_AND_VIEWS
 from memories.models import Memory
+from memories.portability.backups.archive import MANIFEST
+from memories.portability.backups.state import MIGRATION_MADE_TRIGGERS_AND_VIEWS
 from tests.backups.support import (
     database_of,
     manage,

@@ -18,9 +18,9 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from memories.indexing import normalised_hash
 from memories.models import Closing, Memory, RecallIndex, Revision, Snapshot
 from memories.models.choices import Category
+from memories.recall.indexing import normalised_hash
 from memories.services import RecallFilters, recall
 from tests.backups.support import manage, query, the_backup
 

@@ -2,8 +2,8 @@ from datetime import UTC, datetime
 
 from bench import locomo
 from bench.meaning_floor import Pair, meaning_only_pairs, precision_by_floor, render
-from memories import semantic
-from memories.embedding import embedder_named
+from memories.recall import semantic
+from memories.recall.embedding import embedder_named
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

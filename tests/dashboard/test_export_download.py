@@ -17,7 +17,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from memories.models import Memory
-from memories.services.exporting import EXPORT_BATCH, EXPORT_BUSY, Export
+from memories.portability.exporting import EXPORT_BATCH, EXPORT_BUSY, Export
 from tests.dashboard.conftest import downloaded
 from tests.memories.exports import bulk_memories, compact, whole_document
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from memories.conf import embedder
-from memories.embedding import from_bytes
 from memories.models import Memory, MemoryVector
-from memories.semantic import EMBEDDED_CHARS, memory_text, query_text
+from memories.recall.embedding import from_bytes
+from memories.recall.semantic import EMBEDDED_CHARS, memory_text, query_text
 from taproot_site.asgi import build_application
 from tests.mcp.test_endpoint import NEW_MEMORY, lifespan, post_in_process, tool_call
 from tests.mcp.tokens import make_access_token

@@ -5,7 +5,7 @@ def embedded_cosine(query: str, memory: Any) -> int | None:
     """A memory's cosine with the query as SPEC §3.2 defines it, from vectors embedded here
     from the memory's text (never read from the store); None without an embedder."""
     from memories.conf import embedder
-    from memories.semantic import cosines, memory_text, stored
+    from memories.recall.semantic import cosines, memory_text, stored
 
     semantic = embedder()
     query_vector = semantic.embed_query(query) if semantic is not None else None

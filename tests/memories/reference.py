@@ -1,7 +1,7 @@
 """The ranking oracle: SPEC §3, §3.1 and §3.2 computed the slow way, from plain values.
 
 It reads nothing the recall index keeps: it tokenises every live memory of the owner,
-counts N and the document frequencies itself, and applies memories.ranking's formula.
+counts N and the document frequencies itself, and applies memories.recall.ranking's formula.
 tests/memories/test_relevance_reference.py holds recall through the database to it.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from memories.ranking import (
+from memories.recall.ranking import (
     DEFAULT_ACTIVATION,
     ActivationConfig,
     Candidate,

@@ -142,7 +142,7 @@ def test_export_taproot_writes_byte_for_byte_the_whole_document(user, varied_sto
 
 
 def test_export_taproot_is_refused_while_an_export_of_the_account_runs(user, other_user):
-    from memories.services.exporting import EXPORT_BUSY, Export
+    from memories.portability.exporting import EXPORT_BUSY, Export
 
     running = Export(owner=user)
     try:

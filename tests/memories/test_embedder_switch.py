@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from mcp_bridge.handlers import recall
-from memories import embedding
-from memories.indexing import embedder_problem
 from memories.models import MemoryVector
+from memories.recall import embedding
+from memories.recall.indexing import embedder_problem
 from taproot_site.asgi import build_application
 from tests.conftest import NOW
 from tests.memories.test_reindex import Terminal, start_up

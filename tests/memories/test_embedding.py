@@ -9,8 +9,8 @@ import warnings
 import numpy as np
 import pytest
 
-from memories import embedding
-from memories.embedding import EmbedderUnavailable, WordLlama, embedder_named
+from memories.recall import embedding
+from memories.recall.embedding import EmbedderUnavailable, WordLlama, embedder_named
 from tests.live_server import ROOT
 
 OFFLINE_LOAD = """
@@ -25,7 +25,7 @@ socket.create_connection = refuse
 socket.getaddrinfo = refuse
 logging.basicConfig(level=logging.WARNING, format="TAPROOT %(message)s")
 handlers = list(logging.getLogger().handlers)
-from memories.embedding import WordLlama
+from memories.recall.embedding import WordLlama
 vector = WordLlama().embed(["Cello practice before work"])[0]
 assert logging.getLogger().handlers == handlers, "the package changed the root logger"
 assert logging.getLogger().level == logging.WARNING
@@ -78,7 +78,7 @@ def test_an_embedder_that_cannot_load_is_one_clear_error_every_time_logged_once(
 
     monkeypatch.setitem(embedding._PROVIDERS, "broken", Broken)
     monkeypatch.setattr(embedding, "_loaded", {})
-    with caplog.at_level(logging.WARNING, logger="memories.embedding"):
+    with caplog.at_level(logging.WARNING, logger="memories.recall.embedding"):
         for _ in range(2):
             with pytest.raises(EmbedderUnavailable) as refused:
                 embedder_named("broken")

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from memories.models import Closing, Memory
-from memories.services import export_store
+from memories.portability import export_store
 from memories.vocabulary import RECORD_FIELDS
 from tests.conftest import NOW, SPEC_RECORD_KEYS
 from tests.memories.exports import bulk_memories, compact, indented, whole_document
@@ -200,7 +200,7 @@ def test_export_then_import_into_another_user_keeps_every_field_and_closing(
 
 @pytest.mark.parametrize("form", ["compact", "indented"])
 def test_the_streamed_export_is_byte_for_byte_the_whole_document(user, varied_store, form):
-    from memories.services import Export
+    from memories.portability import Export
 
     text = "".join(Export(owner=user, now=NOW, indent=1 if form == "indented" else None).pieces())
 
@@ -211,7 +211,7 @@ def test_the_streamed_export_is_byte_for_byte_the_whole_document(user, varied_st
 
 @pytest.mark.parametrize("form", ["compact", "indented"])
 def test_an_empty_store_exports_byte_for_byte_the_whole_document(user, form):
-    from memories.services import Export
+    from memories.portability import Export
 
     text = "".join(Export(owner=user, now=NOW, indent=1 if form == "indented" else None).pieces())
 
@@ -222,7 +222,7 @@ def test_an_empty_store_exports_byte_for_byte_the_whole_document(user, form):
 def _peak_of_an_export(owner):
     import tracemalloc
 
-    from memories.services import Export
+    from memories.portability import Export
 
     size = 0
     tracemalloc.start()
@@ -250,7 +250,7 @@ def test_the_memory_an_export_takes_does_not_grow_with_the_store(user, other_use
 
 
 def test_a_second_export_of_an_account_is_refused_while_one_runs(user, other_user):
-    from memories.services.exporting import EXPORT_BUSY, Export, ExportBusy
+    from memories.portability.exporting import EXPORT_BUSY, Export, ExportBusy
 
     running = Export(owner=user, now=NOW)
 
@@ -263,7 +263,7 @@ def test_a_second_export_of_an_account_is_refused_while_one_runs(user, other_use
 
 
 def test_an_export_gives_its_turn_back_when_read_to_the_end_or_abandoned(user, make_memory):
-    from memories.services.exporting import EXPORT_BATCH, Export
+    from memories.portability.exporting import EXPORT_BATCH, Export
 
     bulk_memories(user, EXPORT_BATCH * 2)
     "".join(Export(owner=user, now=NOW).pieces())
@@ -278,7 +278,7 @@ def test_an_export_gives_its_turn_back_when_read_to_the_end_or_abandoned(user, m
 def test_an_export_past_its_turns_time_no_longer_holds_up_the_next(user):
     from django.core.cache import cache
 
-    from memories.services import Export, ExportBusy
+    from memories.portability import Export, ExportBusy
 
     stale = Export(owner=user, now=NOW)
     cache.delete(f"taproot:export:{user.pk}")  # as when its time is up
@@ -300,7 +300,7 @@ def test_an_export_holds_the_store_as_it_was_when_it_began(user, make_memory):
 
     from django.db import connection
 
-    from memories.services.exporting import EXPORT_BATCH, Export
+    from memories.portability.exporting import EXPORT_BATCH, Export
 
     bulk_memories(user, EXPORT_BATCH * 2)
     doomed = make_memory(content="Deleted while the export runs.", created_at=NOW + timedelta(1))

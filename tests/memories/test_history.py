@@ -9,7 +9,7 @@ import pytest
 
 from mcp_bridge.handlers import archive, recall, unarchive
 from memories.models import Memory
-from memories.ranking import (
+from memories.recall.ranking import (
     DEFAULT_ACTIVATION,
     SEED_ACTIVATION,
     ActivationConfig,

@@ -11,9 +11,10 @@ from django.core.management import CommandError, call_command
 
 from memories import limits
 from memories.errors import InvalidInput
-from memories.importers.jsontext import parse_problem
 from memories.models import Closing, Memory
-from memories.services import export_store, import_store
+from memories.portability import export_store
+from memories.portability.importers.jsontext import parse_problem
+from memories.services import import_store
 from tests.conftest import NOW
 from tests.store import unchanged
 

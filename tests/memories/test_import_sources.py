@@ -461,7 +461,7 @@ def test_a_fifo_or_other_non_regular_file_in_a_folder_is_left_out(user, tmp_path
 
 
 def test_a_note_longer_than_a_memory_is_refused_before_it_is_unpacked(user, monkeypatch):
-    from memories.importers import basic_memory
+    from memories.portability.importers import basic_memory
 
     read: list[int] = []
     real_open = zipfile.ZipFile.open
@@ -494,7 +494,7 @@ def test_a_note_longer_than_a_memory_is_refused_before_it_is_unpacked(user, monk
 
 
 def test_a_folder_note_is_read_no_further_than_a_memory_could_hold(user, tmp_path):
-    from memories.importers import basic_memory
+    from memories.portability.importers import basic_memory
 
     folder = tmp_path / "notes"
     folder.mkdir()
@@ -641,7 +641,7 @@ def test_a_reference_file_of_one_entity_is_recognised(user):
 
 
 def test_a_zip_claiming_more_entries_than_allowed_is_refused_before_it_is_opened(user, monkeypatch):
-    from memories.importers import basic_memory
+    from memories.portability.importers import basic_memory
 
     monkeypatch.setattr(basic_memory, "MAX_NOTES", 2)
     data = zipped({f"n{i}.md": "x" for i in range(3)})
@@ -690,8 +690,8 @@ WRONG = "Bob is secretly interviewing at another company in April"
 def guessed_id(owner, text: str) -> str:
     """The id a peer store's record of `text` had in `owner`'s store, as anyone could
     compute it before ids came from the server's secret (and still can for the file)."""
-    from memories.importers.base import derived_id
-    from memories.indexing import normalised_hash
+    from memories.portability.importers.base import derived_id
+    from memories.recall.indexing import normalised_hash
 
     return derived_id(owner.pk, "text", normalised_hash(text) or text)
 

@@ -5,7 +5,6 @@ import pytest
 
 from mcp_bridge.handlers import archive, compress, promote, recall, remember, unarchive
 from memories.conf import embedder, ranking_profile
-from memories.indexing import normalised_hash, query_keys, string_items, tag_key
 from memories.models import (
     ChangeSource,
     Memory,
@@ -17,8 +16,9 @@ from memories.models import (
     Revision,
     Snapshot,
 )
-from memories.ranking import index_key
-from memories.semantic import memory_text, stored
+from memories.recall.indexing import normalised_hash, query_keys, string_items, tag_key
+from memories.recall.ranking import index_key
+from memories.recall.semantic import memory_text, stored
 from memories.services import (
     delete,
     edit_gist,

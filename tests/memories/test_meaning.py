@@ -14,9 +14,9 @@ from django.db import connection
 from mcp_bridge.handlers import compress, recall, remember
 from memories.conf import activation_config, embedder
 from memories.models import ChangeSource, Memory, Revision, Snapshot
-from memories.ranking import MEANING_FLOOR, activation, relevance_value
-from memories.scoring import statistics
-from memories.semantic import VectorCache
+from memories.recall.ranking import MEANING_FLOOR, activation, relevance_value
+from memories.recall.scoring import statistics
+from memories.recall.semantic import VectorCache
 from memories.services import edit_gist, import_store, migrate, restore_revision, restore_snapshot
 from tests.conftest import NOW
 from tests.memories.conftest import embedded_cosine
@@ -247,7 +247,7 @@ def test_meaning_looks_further_when_the_nearest_memories_are_filtered_out(user, 
 def test_cosines_round_to_thousandths_half_to_even_from_exact_dots():
     import numpy as np
 
-    from memories.semantic import cosines_milli
+    from memories.recall.semantic import cosines_milli
 
     product = 2**48
 
@@ -280,8 +280,8 @@ def test_cosines_round_to_thousandths_half_to_even_from_exact_dots():
 def test_the_cosine_ceiling_is_never_below_a_memorys_exact_cosine_and_close_to_the_best():
     import numpy as np
 
-    from memories.embedding import to_bytes
-    from memories.semantic import OwnerVectors, cosines
+    from memories.recall.embedding import to_bytes
+    from memories.recall.semantic import OwnerVectors, cosines
 
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(500, 256)).astype(np.float32)

@@ -459,7 +459,7 @@ def test_migrate_loads_the_content_of_drifted_memories_only(make_memory, user):
 
 def _bulk_store(user, n, *, content_size):
     """n clean memories with large content, written in bulk (migrate reads no index)."""
-    from memories.indexing import refresh_hashes
+    from memories.recall.indexing import refresh_hashes
 
     rows = []
     for i in range(n):

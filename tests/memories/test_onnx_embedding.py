@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from django.test import override_settings
 
-from memories import embedding
 from memories.conf import activation_config
-from memories.embedding import EmbedderUnavailable, embedder_named
-from memories.onnx_embedding import MINILM_SHA256, MINILM_TOKENIZER, file_sha256, minilm
-from memories.ranking import MINILM_MEANING, WORDLLAMA_MEANING
+from memories.recall import embedding
+from memories.recall.embedding import EmbedderUnavailable, embedder_named
+from memories.recall.onnx_embedding import MINILM_SHA256, MINILM_TOKENIZER, file_sha256, minilm
+from memories.recall.ranking import MINILM_MEANING, WORDLLAMA_MEANING
 from tests.conftest import minilm_installed, require_tool
 from tests.live_server import ROOT
 
@@ -55,7 +55,7 @@ socket.socket.connect = refuse
 socket.socket.connect_ex = refuse
 socket.create_connection = refuse
 socket.getaddrinfo = refuse
-from memories.embedding import embedder_named
+from memories.recall.embedding import embedder_named
 model = embedder_named("minilm")
 vector = model.embed(["Cello practice before work"])[0]
 print(model.name, len(vector))

@@ -4,7 +4,10 @@ no database here."""
 import copy
 import json
 import math
+from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,18 +16,23 @@ from hypothesis import strategies as st
 from memories.jsonutil import dumps
 from memories.payload import (
     CLOSING_MIN_CHARS,
+    GIVES_WAY,
     SHORTENED_MARKER,
     USAGE_NOTE,
     CatalogEntry,
     ClosingEntry,
     CoreEntry,
+    GivesWay,
     _Builder,
     _Layout,
     build_reflect_payload,
     catalog_headings,
     catalog_note,
     catalog_order,
+    catalog_read_bound,
+    core_content_fits,
     estimate_tokens,
+    max_lines,
 )
 from memories.vocabulary import CATEGORY_ORDER as CATEGORIES
 
@@ -684,7 +692,8 @@ def test_the_payload_never_exceeds_its_budget_and_gives_way_in_order(store, max_
     closings_touched = result.closings_shortened or result.closings_dropped
     if closings_touched:
         assert payload["catalog_count"] == 0
-    if n_full < len(core):
+    could_fit = core_content_fits((len(e.content) for e in order), max_tokens)
+    if n_full < could_fit:
         assert payload["catalog_count"] == 0
         assert result.closings_dropped == len(closings)
     if n_full + n_lines < len(core):
@@ -693,3 +702,69 @@ def test_the_payload_never_exceeds_its_budget_and_gives_way_in_order(store, max_
         assert [c["reflection"] for c in payload.get("recent_closings", [])] == [
             c.reflection for c in closings
         ]
+
+
+def bounded_read(core, catalog, closings, max_tokens):
+    """What memories.services.reflect reads of a store: the core memories that could be sent,
+    the text of those that could fit in full, the catalog lines up to catalog_read_bound; the
+    rest only counted."""
+    core = sorted(core, key=catalog_order)
+    read_core = core[: max_lines(max_tokens * 4)]
+    n_full = core_content_fits((len(e.content) for e in read_core), max_tokens)
+    bound = catalog_read_bound(
+        max_tokens=max_tokens,
+        core=[(len(e.content), e.gist) for e in read_core],
+        n_full=n_full,
+        closings=[c.reflection for c in closings],
+    )
+    lines = sorted(catalog, key=catalog_order)
+    return {
+        "core": [e if i < n_full else replace(e, content=None) for i, e in enumerate(read_core)],
+        "core_unlisted": len(core) - len(read_core),
+        "catalog": lines[:bound],
+        "unlisted": dict(Counter(e.category for e in lines[bound:])),
+    }
+
+
+ORDERS = [
+    GIVES_WAY,
+    # Any other order reads correctly too: the bound derives from the declared one.
+    (GivesWay.CLOSINGS, GivesWay.CATALOG_LINES, GivesWay.CORE_IN_FULL, GivesWay.CORE_LINES),
+    (GivesWay.CORE_IN_FULL, GivesWay.CATALOG_LINES, GivesWay.CLOSINGS, GivesWay.CORE_LINES),
+    (GivesWay.CORE_IN_FULL, GivesWay.CORE_LINES, GivesWay.CLOSINGS, GivesWay.CATALOG_LINES),
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    store=stores(),
+    max_tokens=st.integers(min_value=2000, max_value=12_000),
+    omitted=st.dictionaries(categories, st.integers(min_value=1, max_value=50), max_size=2),
+    order=st.sampled_from(ORDERS),
+)
+def test_reading_only_what_could_be_sent_sends_what_a_full_read_sends(
+    store, max_tokens, omitted, order
+):
+    core, catalog, closings = store
+    with mock.patch("memories.payload.GIVES_WAY", order):
+        full = build(
+            core=core, catalog=catalog, omitted=omitted, closings=closings, max_tokens=max_tokens
+        )
+        bounded = build(
+            closings=closings,
+            omitted=omitted,
+            max_tokens=max_tokens,
+            **bounded_read(core, catalog, closings, max_tokens),
+        )
+    assert bounded.text == full.text
+    assert bounded.cut_count == full.cut_count
+    assert bounded.core_omitted == full.core_omitted
+
+
+def test_the_declared_order_is_the_one_the_payload_gives_way_in():
+    assert GIVES_WAY == (
+        GivesWay.CATALOG_LINES,
+        GivesWay.CLOSINGS,
+        GivesWay.CORE_IN_FULL,
+        GivesWay.CORE_LINES,
+    )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memories.ranking import (
+from memories.recall.ranking import (
     SEED_ACTIVATION,
     ActivationConfig,
     Candidate,
@@ -178,7 +178,7 @@ def test_equal_scores_go_to_newer_updated_at_then_smaller_id():
 def test_ordering_is_identical_across_hash_seeds():
     script = (
         "import uuid, datetime as d\n"
-        "from memories.ranking import Candidate, rank\n"
+        "from memories.recall.ranking import Candidate, rank\n"
         "now = d.datetime(2026, 1, 1, tzinfo=d.UTC)\n"
         "cs = [Candidate(uuid.UUID(int=i * 7919 % 1000), 'medium', 0, None, now, now,"
         " i % 3 * 100 + i % 2 * 35) for i in range(1, 60)]\n"

@@ -1,4 +1,4 @@
-"""The cut of recall (memories.scoring, `_cut_by_bound`): a query of words most memories
+"""The cut of recall (memories.recall.scoring, `_cut_by_bound`): a query of words most memories
 hold scores only the matches whose hits leave them a chance, and ranks exactly as the
 reference (tests/memories/reference.py) does from scratch, on whichever backend runs the
 suite: random stores where a few words are in nearly every memory, small limits, equal
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from mcp_bridge.handlers import recall_filters
 from memories.conf import activation_config, ranking_profile
 from memories.models import Memory
-from memories.ranking import Relevance, parse_query, query_weights
-from memories.scoring import Filters, best_candidates, statistics
+from memories.recall.ranking import Relevance, parse_query, query_weights
+from memories.recall.scoring import Filters, best_candidates, statistics
 from memories.services import rank_memories
 from tests.conftest import NOW
 from tests.memories.reference import reference_rank

@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from mcp_bridge.handlers import archive, recall, remember
-from memories.indexing import index_mismatch
 from memories.models import Memory, MemoryTag, MemoryToken, MemoryVector, RecallEntry, RecallIndex
+from memories.recall.indexing import index_mismatch
 from taproot_site.asgi import build_application
 from tests.conftest import NOW
 from tests.store import unchanged

@@ -14,9 +14,9 @@ import pytest
 from django.db import IntegrityError, OperationalError, connection
 from psycopg.errors import DeadlockDetected, SerializationFailure
 
-from memories import indexing
-from memories.indexing import ENTRY_FIELDS, rebuild, reindex
 from memories.models import Memory, MemoryTag, MemoryToken, MemoryVector, RecallEntry, RecallIndex
+from memories.recall import indexing
+from memories.recall.indexing import ENTRY_FIELDS, rebuild, reindex
 from memories.services import MemoryDraft, RecallFilters, archive, recall, remember, unarchive
 from tests.conftest import NOW, is_postgres
 

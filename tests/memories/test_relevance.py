@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from mcp_bridge.handlers import archive, recall, unarchive
 from memories.models import Memory
-from memories.ranking import (
+from memories.recall.ranking import (
     TAPROOT,
     Query,
     idf_weight,
@@ -18,7 +18,7 @@ from memories.ranking import (
     snowball_stem,
     taproot_tokenize,
 )
-from memories.scoring import statistics
+from memories.recall.scoring import statistics
 from tests.conftest import NOW
 
 LATER = NOW + timedelta(hours=1)

@@ -24,10 +24,10 @@ from mcp_bridge.handlers import (
     unarchive,
 )
 from memories.conf import activation_config, embedder, ranking_profile
-from memories.indexing import tag_key
 from memories.models import ChangeSource, Memory, Revision, Snapshot
-from memories.ranking import parse_query
-from memories.scoring import statistics
+from memories.recall.indexing import tag_key
+from memories.recall.ranking import parse_query
+from memories.recall.scoring import statistics
 from memories.services import (
     delete,
     edit_gist,

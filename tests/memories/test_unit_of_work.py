@@ -11,7 +11,6 @@ from django.db import transaction
 from mcp_bridge.handlers import recall
 from memories import services
 from memories.errors import MemoryArchived
-from memories.indexing import normalised_hash
 from memories.models import (
     ChangeSource,
     Memory,
@@ -20,6 +19,7 @@ from memories.models import (
     Revision,
     RevisionAction,
 )
+from memories.recall.indexing import normalised_hash
 from memories.services.remember import MemoryDraft
 from memories.services.unit_of_work import change_memory
 from memories.vocabulary import TRACKED_FIELDS

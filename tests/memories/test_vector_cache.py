@@ -9,10 +9,10 @@ from django.db import connection
 
 from mcp_bridge.handlers import remember
 from memories.conf import embedder
-from memories.embedding import to_bytes
 from memories.models import MemoryVector
-from memories.scoring import statistics
-from memories.semantic import OwnerVectors, VectorCache
+from memories.recall.embedding import to_bytes
+from memories.recall.scoring import statistics
+from memories.recall.semantic import OwnerVectors, VectorCache
 
 pytestmark = pytest.mark.django_db
 

@@ -146,7 +146,7 @@ def test_a_deleted_client_is_told_to_register_again(claude_flow):
 
 
 def test_cleartokens_removes_what_a_dead_connection_left_behind(claude_flow):
-    # The README schedules django-oauth-toolkit's cleartokens next to the cleanup.
+    # docs/connecting-claude.md schedules django-oauth-toolkit's cleartokens next to the cleanup.
     live = claude_flow.tokens()
     dead = Flow(claude_flow.client, claude_flow.registered).tokens()
     AccessToken.objects.filter(token_checksum=checksum(dead["access_token"])).update(

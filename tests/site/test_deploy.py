@@ -117,23 +117,26 @@ def test_the_backup_job_keeps_two_weeks_in_the_data_folder():
     assert timer["Persistent"] == ["true"]
 
 
-def test_the_readme_shows_the_backup_job_as_deploy_holds_it():
-    readme = (ROOT / "README.md").read_text()
+def test_the_operations_page_shows_the_backup_job_as_deploy_holds_it():
+    page = (ROOT / "docs" / "operations.md").read_text()
     job = (DEPLOY / "taproot-backup.service").read_text()
     timer = (DEPLOY / "taproot-backup.timer").read_text()
 
-    assert f"# /etc/systemd/system/taproot-backup.service\n{job}" in readme
-    assert f"# /etc/systemd/system/taproot-backup.timer\n{timer}" in readme
+    assert f"# /etc/systemd/system/taproot-backup.service\n{job}" in page
+    assert f"# /etc/systemd/system/taproot-backup.timer\n{timer}" in page
     command = settings_of(DEPLOY / "taproot-backup.service")["ExecStart"][0]
-    cron = next(line for line in readme.splitlines() if line.startswith("30 3 * * *"))
+    cron = next(line for line in page.splitlines() if line.startswith("30 3 * * *"))
     assert cron.endswith(command.replace("/srv/taproot/.venv", ".venv"))
 
 
-def units_the_readme_shows() -> dict[str, str]:
-    """Each unit file the README shows, by the name its `# /etc/systemd/system/…` line gives."""
+def units_the_docs_show() -> dict[str, str]:
+    """Each unit file the README or docs/ shows, by the name its `# /etc/systemd/system/…`
+    line gives."""
     units: dict[str, str] = {}
     name = None
-    for line in (ROOT / "README.md").read_text().splitlines():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    lines = [line for page in pages for line in page.read_text().splitlines()]
+    for line in lines:
         if line.startswith("# /etc/systemd/system/"):
             name = line.rsplit("/", 1)[1]
             units[name] = ""
@@ -145,7 +148,7 @@ def units_the_readme_shows() -> dict[str, str]:
 
 
 def test_every_unit_shown_or_shipped_runs_as_the_taproot_user():
-    units = units_the_readme_shows()
+    units = units_the_docs_show()
     for unit in DEPLOY.iterdir():
         units[f"deploy/{unit.name}"] = unit.read_text()
     timers = [name for name in units if name.endswith(".timer")]

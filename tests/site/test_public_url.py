@@ -30,7 +30,7 @@ def note_lines(log: str) -> list[str]:
 
 
 def issue_token(username: str, env: dict[str, str]) -> str:
-    """`manage.py issue_token` as the README shows it, in the server's environment."""
+    """`manage.py issue_token` as docs/mcp-tools.md shows it, in the server's environment."""
     clean = {k: v for k, v in os.environ.items() if k not in {"TAPROOT_PUBLIC_URL", "HOST"}}
     issued = subprocess.run(
         [sys.executable, "manage.py", "issue_token", "--user", username],

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memories.backups import BackupError, Progress, default_folder, prune, take_backup
+from memories.portability import BackupError, Progress, default_folder, prune, take_backup
 
 
 class Command(BaseCommand):

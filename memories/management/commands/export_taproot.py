@@ -4,7 +4,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memories.management.users import user_named
-from memories.services import Export, ExportBusy
+from memories.portability import Export, ExportBusy
 
 
 class Command(BaseCommand):

@@ -7,10 +7,10 @@ from django.db import DatabaseError, reset_queries
 from tqdm import tqdm
 
 from memories.errors import Refused
-from memories.importers import SOURCES
 from memories.locks import is_lock_timeout
 from memories.management.users import user_named
 from memories.models import Category
+from memories.portability import SOURCES
 from memories.services import Imported, import_store
 
 

@@ -6,12 +6,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memories.conf import embedder, ranking_profile
-from memories.embedding import EmbedderUnavailable
-from memories.indexing import REBUILD_BATCH, rebuild
 from memories.maintenance import refresh_planner_statistics
 from memories.management.users import user_named
 from memories.models import Memory, RecallIndex
 from memories.models.counts import recount
+from memories.recall import REBUILD_BATCH, EmbedderUnavailable, rebuild
 
 
 class Command(BaseCommand):

@@ -7,14 +7,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 
-from memories.backups import (
+from memories.maintenance import refresh_planner_statistics
+from memories.portability import (
     BackupError,
     Progress,
     new_index_generation,
     recall_index_is_stale,
     restore_backup,
 )
-from memories.maintenance import refresh_planner_statistics
 
 
 class Command(BaseCommand):

@@ -1,0 +1,377 @@
+"""Recall by meaning (SPEC §3.2): memory vectors, their exact cosines, and each worker's
+cache of an owner's vectors.
+
+A cosine here is the dot product of two stored (float16) unit vectors, computed exactly in
+integers and rounded once to thousandths, so it is the same number on every backend,
+machine and run; negative cosines count as 0. The cache holds each owner's vectors as a
+float32 matrix: recall takes its lexical matches' cosines from it (exact: the matrix holds
+the stored float16 values), scans it for the "meaning alone" places, and bounds the best
+cosine any memory has with a query that many memories match.
+"""
+
+import math
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from memories.recall.embedding import STORED_DTYPE, Embedder, Vector, from_bytes, to_bytes
+
+if TYPE_CHECKING:
+    from memories.recall.scoring import OwnerIndex
+
+# float16 values are whole multiples of 2**-24, so scaled by 2**24 they are exact integers,
+# and so are the products of two of them (2**-48).
+_SCALE = 2**24
+_PRODUCT = _SCALE * _SCALE
+# Thousandths by which a float32 scan of cosines may miss the exact one (float32 sums of a
+# few hundred products, far under a thousandth), and then some.
+_SCAN_ROOM = 2
+
+
+# What an embedder reads of a memory or a query, at most. Its cost grows with the text
+# (20,000 emoji took wordllama 0.28 s, their first 2,000 8 ms) while what a vector says of
+# a long text is settled by its beginning, which holds the gist and the keywords. Every
+# LoCoMo memory and question is shorter (the longest memory text is under 600 characters),
+# so retrieval there is unchanged; MiniLM reads only its first 256 word pieces anyway.
+EMBEDDED_CHARS = 2_000
+
+
+def memory_text(*, gist: str, content: str, tags: Sequence[str], keywords: Sequence[str]) -> str:
+    """What a memory's vector is made of: gist, keywords, tags and content, space apart (a
+    separator is a token too, and would pull every vector toward its own), cut to
+    EMBEDDED_CHARS."""
+    joined = " ".join(part for part in [gist, *keywords, *tags, content] if part.strip())
+    return joined[:EMBEDDED_CHARS]
+
+
+def query_text(query: str) -> str:
+    """What a query's vector is made of: its first EMBEDDED_CHARS characters."""
+    return query[:EMBEDDED_CHARS]
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    """A query's vector, embedded ahead of the recall that uses it (by mcp_bridge, on
+    threads of its own rather than the database's)."""
+
+    embedder: str
+    text: str
+    vector: Vector | None
+
+
+def embed_query(semantic: Embedder, query: str, ahead: QueryVector | None = None) -> Vector | None:
+    """The vector of `query`: the one embedded ahead when it is of this query by this
+    embedder, else embedded here."""
+    text = query_text(query)
+    if ahead is not None and ahead.embedder == semantic.name and ahead.text == text:
+        return ahead.vector
+    return semantic.embed_query(text)
+
+
+def stored(vector: Vector | None) -> bytes:
+    """A vector as stored; no bytes for a text without tokens."""
+    return b"" if vector is None else to_bytes(vector)
+
+
+def as_integers(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
+    """Rows of float16 values (held as float32) as exact integers, scaled by 2**24."""
+    return (vectors.astype(np.float64) * _SCALE).astype(np.int64)
+
+
+def cosines_milli(dots: npt.NDArray[np.int64]) -> list[int]:
+    """max(0, cosine) in thousandths, rounded half to even, of each exact scaled dot (a dot
+    of unit vectors is at most 2**48, so a thousand of it stays exact in 64 bits)."""
+    whole, rest = np.divmod(np.maximum(dots, 0) * 1000, _PRODUCT)
+    up = (2 * rest > _PRODUCT) | ((2 * rest == _PRODUCT) & (whole % 2 == 1))
+    milli: list[int] = (whole + up).tolist()
+    return milli
+
+
+def cosines(query: Vector, vectors: Sequence[bytes | None]) -> list[int | None]:
+    """Exact cosines (thousandths) of the query with stored vectors; None where a memory
+    has no vector."""
+    present = [i for i, data in enumerate(vectors) if data]
+    result: list[int | None] = [None] * len(vectors)
+    if not present:
+        return result
+    matrix = np.stack([from_bytes(vectors[i]) for i in present])  # type: ignore[arg-type]
+    dots = as_integers(matrix) @ as_integers(query_stored(query))
+    for i, milli in zip(present, cosines_milli(dots), strict=True):
+        result[i] = milli
+    return result
+
+
+def query_stored(query: Vector) -> npt.NDArray[np.float32]:
+    """The query vector rounded as a stored one is, so both sides are float16 values."""
+    return query.astype(STORED_DTYPE).astype(np.float32)
+
+
+class OwnerVectors:
+    """One owner's vectors as a worker holds them: rows of a float32 matrix that grows by a
+    quarter when it fills, so taking in a new memory rarely copies anything. Its lock
+    guards the rows: a scan never sees one half written."""
+
+    # What a held memory costs besides its row: its id, the dictionary entry that finds
+    # the row, the list slot (measured: about 230 bytes).
+    ID_BYTES = 256
+
+    def __init__(
+        self, embedder: str, dimension: int, generation: uuid.UUID | None, *, rows: int = 0
+    ) -> None:
+        self.embedder = embedder
+        self.generation = generation
+        self.version = -1
+        self.lock = threading.Lock()
+        self.ids: list[uuid.UUID] = []
+        # Row of each memory, by its id as an integer (uuid.UUID.int): a recall looks up
+        # hundreds, and an integer hashes without Python code.
+        self.row_of: dict[int, int] = {}
+        self._rows = np.zeros((max(rows, 64), dimension), dtype=np.float32)
+        # Rows whose memory has no vector now (its text lost every token).
+        self.empty: set[int] = set()
+
+    @property
+    def nbytes(self) -> int:
+        """About what holding these vectors costs the worker."""
+        return self._rows.nbytes + self.ID_BYTES * len(self.ids)
+
+    @property
+    def matrix(self) -> npt.NDArray[np.float32]:
+        return self._rows[: len(self.ids)]
+
+    def apply(self, rows: Iterable[tuple[uuid.UUID, bytes]]) -> None:
+        """Take in new or changed vectors (no bytes: the memory has none now)."""
+        for memory_id, data in rows:
+            row = self.row_of.get(memory_id.int)
+            if row is None:
+                row = self.row_of[memory_id.int] = len(self.ids)
+                self.ids.append(memory_id)
+                if row == len(self._rows):
+                    more = np.zeros((len(self._rows) // 4 + 64, self._rows.shape[1]), np.float32)
+                    self._rows = np.concatenate([self._rows, more])
+            if data:
+                self._rows[row] = from_bytes(data)
+                self.empty.discard(row)
+            else:
+                self._rows[row] = 0
+                self.empty.add(row)
+
+    def cosines_of(self, query: Vector, keys: Sequence[int]) -> dict[int, int | None]:
+        """Exact cosines (thousandths) of the query with these memories' vectors (keys: ids
+        as integers): None for a memory whose text has no vector; memories this cache
+        does not hold are left out."""
+        found: dict[int, int | None] = {}
+        vectored: list[int] = []
+        rows: list[int] = []
+        for i in keys:
+            row = self.row_of.get(i)
+            if row is None:
+                continue
+            if row in self.empty:
+                found[i] = None
+            else:
+                vectored.append(i)
+                rows.append(row)
+        if rows:
+            dots = as_integers(self.matrix[rows]) @ as_integers(query_stored(query))
+            found.update(zip(vectored, cosines_milli(dots), strict=True))
+        return found
+
+    def ceiling(self, query: Vector) -> int:
+        """A cosine (thousandths) no memory held here exceeds with the query: the float32
+        scan's best, with room for its rounding."""
+        if not self.ids:
+            return 0
+        best = float((self.matrix @ query_stored(query)).max())
+        return min(1000, max(0, math.ceil(1000 * best) + _SCAN_ROOM))
+
+    def nearest(
+        self, query: Vector, *, floor_milli: int, limit: int, exclude: set[uuid.UUID]
+    ) -> list[tuple[uuid.UUID, int]]:
+        """Up to `limit` memories whose exact cosine reaches the floor, best first (ties by
+        id): a float32 scan finds them, with room for its rounding, then exact cosines."""
+        if not self.ids:
+            return []
+        target = query_stored(query)
+        approx = self.matrix @ target
+        reach = np.flatnonzero(approx >= (floor_milli - _SCAN_ROOM) / 1000)
+        reach = reach[np.argsort(-approx[reach], kind="stable")]
+        found: list[tuple[uuid.UUID, int]] = []
+        exact_query = as_integers(target)
+        # More than asked for: exact rounding may reorder near neighbours.
+        for start in range(0, len(reach), 4 * limit + 16):
+            chunk = reach[start : start + 4 * limit + 16].tolist()
+            dots = as_integers(self.matrix[chunk]) @ exact_query
+            for i, milli in zip(chunk, cosines_milli(dots), strict=True):
+                if milli >= floor_milli and self.ids[i] not in exclude and i not in self.empty:
+                    found.append((self.ids[i], milli))
+            if len(found) >= limit:
+                break
+        found.sort(key=lambda pair: (-pair[1], str(pair[0])))
+        return found[:limit]
+
+
+class VectorCache:
+    """Each owner's vectors, kept per worker process and brought up to date by version:
+    a write to an owner's index moves RecallIndex.version and stamps the vectors it
+    writes with it, so a cache reads only the vectors newer than what it holds.
+
+    The database is read under no lock: one owner's first recall (seconds at 100,000
+    memories) keeps no other owner waiting, and each owner's rows have a lock of their
+    own. The owners held share a budget (TAPROOT_VECTOR_CACHE_MB); past it, the owners
+    least recently used are let go, and read again whole at their next recall."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self._owners: OrderedDict[int, OwnerVectors] = OrderedDict()
+        # Held only to look owners up, add them and let them go: never across a read.
+        self._table = threading.Lock()
+        self._budget = budget
+
+    @property
+    def budget(self) -> int:
+        """Bytes the owners held may take together (TAPROOT_VECTOR_CACHE_MB unless given)."""
+        if self._budget is not None:
+            return self._budget
+        from django.conf import settings
+
+        return int(settings.TAPROOT_VECTOR_CACHE_MB) * 1024 * 1024
+
+    def held_bytes(self) -> int:
+        with self._table:
+            return sum(held.nbytes for held in self._owners.values())
+
+    def holds(self, owner_id: int) -> bool:
+        with self._table:
+            return owner_id in self._owners
+
+    def nearest(
+        self,
+        owner_id: int,
+        query: Vector,
+        *,
+        embedder: Embedder,
+        index: "OwnerIndex",
+        floor_milli: int,
+        limit: int,
+        exclude: set[uuid.UUID],
+    ) -> list[tuple[uuid.UUID, int]]:
+        """The owner's memories nearest the query by exact cosine (see OwnerVectors)."""
+        held = self._refreshed(owner_id, embedder, index)
+        with held.lock:
+            return held.nearest(query, floor_milli=floor_milli, limit=limit, exclude=exclude)
+
+    def cosines(
+        self,
+        owner_id: int,
+        query: Vector,
+        keys: Sequence[int],
+        *,
+        embedder: Embedder,
+        index: "OwnerIndex",
+    ) -> list[int | None]:
+        """Exact cosines (thousandths) of the query with each of these memories (keys: ids
+        as integers), None where a memory has no vector. The cache answers for what it
+        holds as of the index's version; a memory written since (not held yet) is read
+        from the database."""
+        from memories.models import MemoryVector
+
+        held = self._refreshed(owner_id, embedder, index)
+        with held.lock:
+            found = held.cosines_of(query, keys)
+        missing = [uuid.UUID(int=k) for k in keys if k not in found]
+        if missing:
+            rows = MemoryVector.objects.filter(
+                owner_id=owner_id, embedder=embedder.name, memory_id__in=missing
+            ).values_list("memory_id", "vector")
+            stored = {memory_id.int: bytes(data) for memory_id, data in rows}
+            exact = cosines(query, [stored.get(i.int) for i in missing])
+            found.update(zip((i.int for i in missing), exact, strict=True))
+        return [found[k] for k in keys]
+
+    def ceiling(
+        self, owner_id: int, query: Vector, *, embedder: Embedder, index: "OwnerIndex"
+    ) -> int:
+        """A cosine (thousandths) that none of the owner's memories exceeds with the query,
+        as of the index's version."""
+        held = self._refreshed(owner_id, embedder, index)
+        with held.lock:
+            return held.ceiling(query)
+
+    def _refreshed(self, owner_id: int, embedder: Embedder, index: "OwnerIndex") -> OwnerVectors:
+        """The owner's vectors brought up to the index's version.
+
+        Two recalls of one owner may read the same new rows at once; the rows are applied
+        only by a read for a later version than the one held, so a slower, older read
+        never overwrites a newer one (a row read with newer data than its version says is
+        read again once the held version passes it)."""
+        with self._table:
+            held = self._owners.get(owner_id)
+            if held is not None:
+                self._owners.move_to_end(owner_id)
+        # Vectors of deleted memories stay until a reload; reload when they pile up.
+        # Another generation, or a version gone back (the database was restored): the
+        # cache is of another store.
+        if held is not None and (
+            held.embedder != embedder.name
+            or held.generation != index.generation
+            or held.version > index.version
+            or len(held.ids) > 1.25 * index.live + 100
+        ):
+            held = None
+        if held is not None and held.version >= index.version:
+            return held
+        since = held.version if held is not None else -1
+        rows = _rows_since(owner_id, embedder, since)
+        if held is None:
+            held = OwnerVectors(embedder.name, embedder.dimension, index.generation, rows=len(rows))
+        with held.lock:
+            if held.version < index.version:
+                held.apply(rows)
+                held.version = index.version
+        self._keep(owner_id, held)
+        return held
+
+    def _keep(self, owner_id: int, held: OwnerVectors) -> None:
+        """Hold the owner's vectors (the newest of two loaded at once) and let the least
+        recently used other owners go while all of them pass the budget. An owner alone
+        past the budget is used, not kept."""
+        budget = self.budget
+        with self._table:
+            current = self._owners.get(owner_id)
+            if current is not held and (
+                current is None
+                or current.generation != held.generation
+                or current.embedder != held.embedder
+                or current.version <= held.version
+            ):
+                self._owners[owner_id] = held
+            self._owners.move_to_end(owner_id)
+            total = sum(kept.nbytes for kept in self._owners.values())
+            for other in list(self._owners):
+                if total <= budget:
+                    break
+                total -= self._owners.pop(other).nbytes
+
+    def clear(self) -> None:
+        with self._table:
+            self._owners.clear()
+
+
+def _rows_since(owner_id: int, embedder: Embedder, version: int) -> list[tuple[uuid.UUID, bytes]]:
+    """The owner's vectors stamped after `version` (bytes empty: the memory has none now),
+    oldest first."""
+    from memories.models import MemoryVector
+
+    rows = MemoryVector.objects.filter(
+        owner_id=owner_id, embedder=embedder.name, version__gt=version
+    ).order_by("version", "memory_id")
+    return [(memory_id, bytes(data)) for memory_id, data in rows.values_list("memory_id", "vector")]
+
+
+CACHE = VectorCache()
