@@ -3,9 +3,16 @@ ordered and cut in SQL, the same on SQLite and PostgreSQL.
 
 A ranking takes two statements. `statistics` reads N and the document frequency of each
 query token from the index, so that Python computes the integer weights exactly as the
-reference does (memories.recall.ranking). `best_candidates` then scores every memory that
-shares a token with the query (or every one, for a blank query) in one statement and
-returns the winners, plus any row floating point could have put in the wrong place:
+reference does (memories.recall.ranking). `best_candidates` then scores, in one statement, the
+memories that share a token with the query and could take a place (or every memory, for
+a blank query), and returns the winners, plus any row floating point could have put in
+the wrong place:
+
+- The statement counts every match's hits, but joins to its entry and scores only those
+  whose hits leave them a chance: a bound on the cut from the matches with the most
+  hits, and the most history and salience any memory can have, leave out the rest
+  without changing the answer (`_cut_by_bound`). So a query of common words costs about
+  its answer, not its posting lists, once the hits are counted.
 
 - A memory never retrieved scores from integers and the configured weights alone, with
   the reference's operations in the reference's order, so SQL computes exactly the
@@ -25,8 +32,10 @@ the cut or leave the cut to Python, and the Python equivalent is the reference i
 memories.recall.ranking.rank over every live memory. So the statements are held to that
 reference, computed from scratch: tests/memories/test_relevance_reference.py compares
 ranking, scores and ties of recall through this module with tests/memories/reference.py
-on random stores, filters and recall histories, and test_recall_reference.py does the
-same for the seed profile, on whichever database runs the suite. Each value is put
+on random stores, filters and recall histories, test_recall_reference.py does the
+same for the seed profile, and test_recall_cut.py for stores where a few words are in
+nearly every memory (and that the cut leaves such matches unscored), on whichever
+database runs the suite. Each value is put
 beside its %s mark as a statement is built (`_sql`), so no list of parameters has to
 follow the text's order by hand.
 """
@@ -53,6 +62,9 @@ from memories.vocabulary import MEDIUM
 # Far above the last-bit differences of ln and pow between maths libraries (about 1e-15
 # on scores below 100), far below any difference the formula makes on purpose.
 EPSILON = 1e-9
+# How many of the matches with the most hits are scored first, to bound the cut from
+# below (best_candidates): enough that the filters usually leave `limit` of them.
+PROBE = 64
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -116,7 +128,10 @@ class Band:
 
     keys: list[int]  # uuid.UUID.int of each row's memory
     scores: list[float]
+    # When the cut left matches unscored, the memories holding a query word, the filters
+    # unasked: then more than the rows, and at least `limit`, as the exact count is.
     matched: int
+    scored: int  # the matches scored: fewer than matched when the cut left some out
     rows: list[tuple[Any, ...]] = field(repr=False)
 
     @property
@@ -165,7 +180,6 @@ def best_candidates(
     """
     blend = blend and weights is not None
     lexical_share, semantic_share = semantic_shares(config) if blend else (1, 0)
-    real = _real()
     entry = _table(RecallEntry)
     ctes = []
     if weights is not None:
@@ -175,7 +189,7 @@ def best_candidates(
         )
         ctes.append(
             _sql(
-                "hits AS (SELECT t.entry_id AS id, SUM("
+                "hits AS MATERIALIZED (SELECT t.entry_id AS id, SUM("
                 "CASE t.key %s END * CASE WHEN t.in_keywords THEN %s ELSE %s END) AS hits"
                 f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN (%s)"
                 " GROUP BY t.entry_id)",
@@ -186,7 +200,7 @@ def best_candidates(
                 _in(weights),
             )
         )
-        source = f"hits h JOIN {entry} e ON e.id = h.id"
+        source = f"kept h JOIN {entry} e ON e.id = h.id"
         hits = "h.hits"
     else:
         source = f"{entry} e"
@@ -201,19 +215,18 @@ def best_candidates(
             for name, value in config.salience_scores.items()
         ),
     )
-    score = _sql(
-        "(%s) + (%s * (CASE e.salience %s ELSE %s END))",
-        _history_sql(now, config),
+    salience = _sql(
+        "(%s * (CASE e.salience %s ELSE %s END))",
         _double(config.salience_weight),
         salience_cases,
         _double(config.salience_scores[MEDIUM]),
     )
+    score = _sql("(%s) + %s", _history_sql(now, config), salience)
     if weights is not None:
         score = _sql(
-            f"(%s) + (%s * (CAST(h.hits AS {real}) / %s))",
+            "(%s) + %s",
             score,
-            _double(config.relevance_weight * float(lexical_share)),
-            _double(float(denominator)),
+            _relevance_sql(config.relevance_weight * float(lexical_share), denominator),
         )
 
     conditions = [_sql("e.owner_id = %s", owner_id)]
@@ -236,6 +249,24 @@ def best_candidates(
     if filters.since is not None:
         conditions.append(_sql("e.updated_us >= %s", micros(filters.since)))
 
+    # Every row scoring within `reach` of the cut goes back to the caller.
+    reach = EPSILON
+    if blend:
+        reach += config.relevance_weight * float(semantic_share) * cosine_ceiling / 1000
+    scoring = list(conditions)
+    if weights is not None:
+        bounds, within_reach = _cut_by_bound(
+            entry,
+            score=score,
+            salience=salience,
+            relevance=_relevance_sql(config.relevance_weight * float(lexical_share), denominator),
+            conditions=_join(" AND ", conditions),
+            limit=limit,
+            reach=reach,
+            config=config,
+        )
+        ctes += bounds
+        scoring += within_reach
     ctes.append(
         _sql(
             "scored AS MATERIALIZED (SELECT e.memory_id AS id, e.salience AS salience,"
@@ -243,7 +274,7 @@ def best_candidates(
             f" e.updated_us AS up, {hits} AS hits, %s AS score"
             f" FROM {source} WHERE %s)",
             score,
-            _join(" AND ", conditions),
+            _join(" AND ", scoring),
         )
     )
     ctes.append(
@@ -254,19 +285,25 @@ def best_candidates(
         )
     )
     columns = "band.id, band.salience, band.rc, band.lr, band.cr, band.up, band.hits, band.score"
-    matched = "(SELECT COUNT(*) FROM scored)"
+    scored = "(SELECT COUNT(*) FROM scored)"
+    matched = scored
+    if weights is not None:
+        # Rows the bound left unscored are matches too, unless the filters refuse them.
+        matched = (
+            "(CASE WHEN (SELECT score FROM floor) IS NULL"
+            " THEN (SELECT COUNT(*) FROM scored) ELSE (SELECT COUNT(*) FROM hits) END)"
+        )
     if blend:
         # Every row the cosine part could lift past the cut, best first.
-        reach = config.relevance_weight * float(semantic_share) * cosine_ceiling / 1000
         sql = _sql(
-            f"WITH %s SELECT {columns}, {matched} FROM"
+            f"WITH %s SELECT {columns}, {matched}, {scored} FROM"
             " (SELECT s.* FROM scored s, cut WHERE s.score >= cut.score - %s) AS band",
             _join(", ", ctes),
-            reach + EPSILON,
+            reach,
         )
     else:
         sql = _sql(
-            f"WITH %s SELECT {columns}, {matched} FROM ("
+            f"WITH %s SELECT {columns}, {matched}, {scored} FROM ("
             "SELECT s.*, ROW_NUMBER() OVER ("
             "PARTITION BY s.score, s.rc > 0 ORDER BY s.up DESC, s.id) AS nth"
             " FROM scored s, cut WHERE s.score >= cut.score - %s) AS band"
@@ -282,7 +319,84 @@ def best_candidates(
         keys=[_key(row[0]) for row in rows],
         scores=[float(row[7]) for row in rows],
         matched=int(rows[0][8]) if rows else 0,
+        scored=int(rows[0][9]) if rows else 0,
         rows=rows,
+    )
+
+
+def _cut_by_bound(
+    entry: str,
+    *,
+    score: "_Sql",
+    salience: "_Sql",
+    relevance: "_Sql",
+    conditions: "_Sql",
+    limit: int,
+    reach: float,
+    config: ActivationConfig,
+) -> tuple[list["_Sql"], list["_Sql"]]:
+    """The CTEs `floor` and `kept`: the matches that can still score within `reach` of
+    the cut, so that only those are joined to their entries; and the condition that
+    scores, of those, only the ones whose salience leaves them a chance.
+
+    `floor` is the `limit`-th best score among the PROBE matches with the most hits
+    that the filters admit: a score the cut can only be above, since the cut is the
+    `limit`-th best of a superset. NULL when fewer than `limit` of them are admitted
+    (nothing is left out then). A match's score is its history plus its salience part,
+    plus its relevance; the first two are at most `ceiling` (the largest history any
+    memory can have plus the largest salience part), so a match whose ceiling plus
+    relevance, in the very float operations of its score, falls below floor − reach
+    scores below cut − reach: it could be neither among the best nor in the band. Once
+    joined, its own salience part takes the place of the largest, and its history
+    (the logarithm and the power) is computed only if that leaves it a chance. Floats
+    round monotonically, so the bounds hold bit for bit; EPSILON more is margin.
+
+    The seed's history is unbounded: there every match is kept.
+    """
+    if config.history == SEED_HISTORY:
+        return [_Sql("floor AS (SELECT NULL AS score)"), _Sql("kept AS (SELECT * FROM hits)")], []
+    most_history = max(config.history_weight, 0.0)
+    most_salience = max(
+        config.salience_weight * value
+        for value in [*config.salience_scores.values(), config.salience_scores[MEDIUM]]
+    )
+    ceiling = most_history + most_salience
+    probe = max(PROBE, 4 * limit)
+    within_reach = _sql(
+        "((SELECT score FROM floor) IS NULL OR (%s + %s) + %s >= (SELECT score FROM floor) - %s)",
+        _double(most_history),
+        salience,
+        relevance,
+        reach + EPSILON,
+    )
+    return [
+        _sql(
+            "floor AS (SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END AS score"
+            " FROM (SELECT %s AS score FROM"
+            " (SELECT * FROM hits ORDER BY hits DESC LIMIT %s) AS h"
+            f" JOIN {entry} e ON e.id = h.id WHERE %s ORDER BY score DESC LIMIT %s) AS probe)",
+            limit,
+            score,
+            probe,
+            conditions,
+            limit,
+        ),
+        _sql(
+            "kept AS (SELECT h.* FROM hits h WHERE (SELECT score FROM floor) IS NULL"
+            " OR %s + %s >= (SELECT score FROM floor) - %s)",
+            _double(ceiling),
+            relevance,
+            reach + EPSILON,
+        ),
+    ], [within_reach]
+
+
+def _relevance_sql(weight: float, denominator: int) -> "_Sql":
+    """relevance_weight × (the lexical share of) relevance of a match, from its hits."""
+    return _sql(
+        f"(%s * (CAST(h.hits AS {_real()}) / %s))",
+        _double(weight),
+        _double(float(denominator)),
     )
 
 

@@ -1,0 +1,159 @@
+"""The cut of recall (memories.recall.scoring, `_cut_by_bound`): a query of words most memories
+hold scores only the matches whose hits leave them a chance, and ranks exactly as the
+reference (tests/memories/reference.py) does from scratch, on whichever backend runs the
+suite: random stores where a few words are in nearly every memory, small limits, equal
+scores, recall histories and filters.
+"""
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mcp_bridge.handlers import recall_filters
+from memories.conf import activation_config, ranking_profile
+from memories.models import Memory
+from memories.recall.ranking import Relevance, parse_query, query_weights
+from memories.recall.scoring import Filters, best_candidates, statistics
+from memories.services import rank_memories
+from tests.conftest import NOW
+from tests.memories.reference import reference_rank
+from tests.memories.test_relevance_reference import cosine_with, values
+from tests.store import rolled_back
+
+pytestmark = pytest.mark.django_db
+
+# Words nearly every memory holds, and words few do.
+COMMON = ["garden", "tea", "rain"]
+RARE = ["cello", "lisbon", "東京"]
+CATEGORIES = ["episodic", "identity"]
+
+memory_specs = st.fixed_dictionaries(
+    {
+        # Each common word in most gists or contents, so most memories match any query.
+        "gist": st.lists(st.sampled_from(COMMON + COMMON + RARE), max_size=3).map(" ".join),
+        "content": st.lists(st.sampled_from(COMMON), min_size=1, max_size=3).map(" ".join),
+        "salience": st.sampled_from(["high", "medium", "low"]),
+        "category": st.sampled_from(CATEGORIES),
+        # Few distinct moments, so that equal scores meet and their order decides.
+        "updated_days_ago": st.sampled_from([0, 0, 2]),
+        "retrieval_count": st.sampled_from([0, 0, 0, 1, 7, 10**9]),
+        "retrieved_days_ago": st.sampled_from([0, 1 / 3, 30]),
+    }
+)
+queries = st.lists(st.sampled_from(COMMON + RARE + ["the"]), min_size=1, max_size=6).map(" ".join)
+
+
+@pytest.fixture(params=["taproot, hybrid", "taproot, words only", "seed"])
+def profile(request, settings):
+    settings.TAPROOT_RANKING = request.param.split(",")[0]
+    settings.TAPROOT_EMBEDDER = "none" if "words only" in request.param else "wordllama"
+
+
+def make_store(make_memory, specs) -> None:
+    for spec in specs:
+        make_memory(
+            gist=spec["gist"],
+            content=spec["content"],
+            salience=spec["salience"],
+            category=spec["category"],
+            updated_at=NOW - timedelta(days=spec["updated_days_ago"]),
+            created_at=NOW - timedelta(days=40),
+            retrieval_count=spec["retrieval_count"],
+            last_retrieved=(
+                None
+                if spec["retrieval_count"] == 0
+                else NOW - timedelta(days=spec["retrieved_days_ago"])
+            ),
+        )
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    store=st.lists(memory_specs, min_size=5, max_size=40),
+    query=queries,
+    category=st.none() | st.sampled_from(CATEGORIES),
+    limit=st.sampled_from([1, 2, 3, 5]),
+)
+def test_recall_of_common_words_ranks_exactly_as_the_reference(
+    user, make_memory, profile, store, query, category, limit
+):
+    now = NOW + timedelta(days=1)
+    with rolled_back():
+        make_store(make_memory, store)
+        live = [values(m) for m in Memory.objects.for_owner(user).live()]
+        category_of = dict(Memory.objects.for_owner(user).values_list("pk", "category"))
+        expected = reference_rank(
+            live,
+            query,
+            profile=ranking_profile(),
+            now=now,
+            config=activation_config(),
+            among=lambda m: category is None or category_of[m.id] == category,
+            limit=limit,
+            cosine=cosine_with(query),
+        )
+        filters, _ = recall_filters(query=query, category=category, limit=limit)
+        got = rank_memories(user, filters, now=now).ranked
+
+    assert [(r.candidate.id, r.score) for r in got] == [
+        (r.candidate.id, r.score) for r in expected[:limit]
+    ]
+
+
+@pytest.mark.parametrize("embedder", ["wordllama", "none"])
+@pytest.mark.parametrize("limit", [1, 3])
+def test_matches_that_cannot_take_a_place_are_left_unscored(
+    user, make_memory, settings, embedder, limit
+):
+    """A few memories hold every word of the query as keywords; many hold one of them in
+    their content alone: those cannot come near the best, and are not scored."""
+    settings.TAPROOT_EMBEDDER = embedder
+    for _ in range(6):
+        make_memory(gist="garden tea rain", content="plain", salience="high")
+    for i in range(60):
+        make_memory(
+            gist="plain",
+            content=COMMON[i % 3],
+            salience=["high", "medium", "low"][i % 3],
+            retrieval_count=i % 4,
+            last_retrieved=NOW - timedelta(days=i % 5) if i % 4 else None,
+        )
+    query = "garden tea rain"
+    now = NOW + timedelta(days=1)
+    profile, config = ranking_profile(), activation_config()
+    parsed = parse_query(query, profile)
+    index = statistics(user.pk, parsed.tokens)
+    weights = query_weights(parsed, profile=profile, live=index.live, df=index.df, config=config)
+    factors = profile.factors(config)
+    band = best_candidates(
+        user.pk,
+        weights=weights,
+        factors=factors,
+        denominator=Relevance(weights, *factors).denominator,
+        filters=Filters(),
+        limit=limit,
+        now=now,
+        config=config,
+        blend=embedder != "none",
+    )
+    assert band.matched == 66
+    assert band.scored < 66
+
+    live = [values(m) for m in Memory.objects.for_owner(user).live()]
+    expected = reference_rank(
+        live,
+        query,
+        profile=profile,
+        now=now,
+        config=config,
+        limit=limit,
+        cosine=cosine_with(query),
+    )
+    got = rank_memories(user, recall_filters(query=query, limit=limit)[0], now=now).ranked
+    assert [(r.candidate.id, r.score) for r in got] == [(r.candidate.id, r.score) for r in expected]
