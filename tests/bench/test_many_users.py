@@ -70,3 +70,27 @@ def test_worker_rss_is_read_for_each_child_holding_the_listening_socket() -> Non
         finally:
             child.kill()
             child.wait()
+
+
+def test_the_report_shows_each_many_users_run() -> None:
+    from bench.report import many_users_section
+
+    row = {
+        "backend": "postgresql",
+        "owners": 1000,
+        "memories_per_owner": 1000,
+        "workers": 2,
+        "clients": 16,
+        "calls_per_second": 61.5,
+        "median_ms": 180.25,
+        "p99_ms": 512.0,
+        "errors": 0,
+        "worker_rss_mb": [301.4, 288.6],
+        "load_average": 3.1,
+    }
+    assert many_users_section({}) == "Not run."
+    lines = many_users_section({"many_users": [row]}).splitlines()
+    assert (
+        lines[2]
+        == "| postgresql | 1,000 × 1,000 | 2 | 16 | 61.5 | 180 | 512 | 0 | 301 / 289 | 3.1 |"
+    )
