@@ -255,7 +255,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--parts",
         default=",".join(PARTS),
-        help="service, retrieval (or replay, static or context alone), http",
+        help="service, retrieval (or replay, static or context alone), http, many-users "
+        "(not in the default: it loads --owners × --memories-per-owner memories)",
     )
     parser.add_argument(
         "--activation",
@@ -293,6 +294,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--seconds", type=float, help="seconds per throughput run (quick profile 4, full 8)"
     )
     parser.add_argument("--http-size", type=int, default=HTTP_SIZE, help="store size over HTTP")
+    parser.add_argument("--owners", type=int, default=1000, help="many-users: owners")
+    parser.add_argument(
+        "--memories-per-owner", type=int, default=1000, help="many-users: each owner's memories"
+    )
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/<time>)")
     parser.add_argument("--keep-databases", action="store_true")
     parser.add_argument("--fresh", action="store_true", help="rebuild the cached stores")
@@ -359,6 +364,7 @@ def main(argv: list[str]) -> None:
             results["context"] = context
         if "http" in parts:
             results["http"] = run_http(args, backends, databases, out_dir, results["service"])
+        results["many_users"] = run_many_users(args, parts, backends, database)
     finally:
         for db in databases.values():
             if not args.keep_databases:
@@ -394,6 +400,32 @@ def run_service(
     facts = {k: v for k, v in meta.items() if k not in ("backend", "load_average")}
     measured["store"] = {**facts, **measured["store"]}
     return measured
+
+
+def run_many_users(
+    args: argparse.Namespace,
+    parts: list[str],
+    backends: list[str],
+    database: Callable[[str, str], BenchDatabase],
+) -> list[dict[str, Any]]:
+    """bench.many_users on each backend when asked, on a database of its own (kept
+    between runs with --keep-databases on PostgreSQL, so a second run loads nothing)."""
+    rows: list[dict[str, Any]] = []
+    for backend in backends if "many-users" in parts else []:
+        db = database(backend, f"many_{args.owners}x{args.memories_per_owner}")
+        if not (args.keep_databases and exists(db)):
+            recreate(db)
+        log(f"many users: {db.label}, {args.owners:,} owners × {args.memories_per_owner:,}")
+        command = [sys.executable, "-m", "bench.many_users", "--database-url", db.url]
+        command += ["--owners", str(args.owners), "--memories", str(args.memories_per_owner)]
+        command += ["--seconds", str(args.seconds), "--seed", str(args.seed)]
+        done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"bench.many_users failed on {db.label}")
+        rows += [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+        if not args.keep_databases:
+            drop(db)
+    return rows
 
 
 def write_results(results: dict[str, Any], out_dir: Path) -> None:

@@ -749,6 +749,33 @@ def profile_section(results: dict[str, Any]) -> str:
     return "\n\n".join(parts) if parts else "Not profiled."
 
 
+def many_users_section(results: dict[str, Any]) -> str:
+    """Owners' calls at random over two workers (bench.many_users, issue 32 item 7)."""
+    rows = results.get("many_users")
+    if not rows:
+        return "Not run."
+    headers = ["backend", "owners × memories", "workers", "clients", "calls/s", "p50 ms"]
+    headers += ["p99 ms", "errors", "RSS per worker (MB)", "load"]
+    return table(
+        headers,
+        (
+            [
+                row["backend"],
+                f"{row['owners']:,} × {row['memories_per_owner']:,}",
+                row["workers"],
+                row["clients"],
+                row["calls_per_second"],
+                ms(row["median_ms"]),
+                ms(row["p99_ms"]),
+                row["errors"],
+                " / ".join(f"{mb:.0f}" for mb in row["worker_rss_mb"]),
+                row["load_average"],
+            ]
+            for row in rows
+        ),
+    )
+
+
 def render(results: dict[str, Any]) -> str:
     sections = [
         "# Taproot benchmark results",
@@ -778,6 +805,8 @@ def render(results: dict[str, Any]) -> str:
         minilm_targets_section(results),
         "## What Claude sees at the start (issue 33)",
         context_section(results),
+        "## Many users, a random owner a call (issue 32)",
+        many_users_section(results),
     ]
     notes = results.get("notes")
     if notes:

@@ -222,15 +222,20 @@ class VectorCache:
     a write to an owner's index moves RecallIndex.version and stamps the vectors it
     writes with it, so a cache reads only the vectors newer than what it holds.
 
-    The database is read under no lock: one owner's first recall (seconds at 100,000
-    memories) keeps no other owner waiting, and each owner's rows have a lock of their
-    own. The owners held share a budget (TAPROOT_VECTOR_CACHE_MB); past it, the owners
-    least recently used are let go, and read again whole at their next recall."""
+    The database is read under no lock another owner's recall waits on: one owner's
+    first recall (seconds at 100,000 memories) keeps no other owner waiting, and each
+    owner's rows have a lock of their own. The owner's other recalls meanwhile wait for
+    that load rather than read every row again. The owners held share a budget
+    (TAPROOT_VECTOR_CACHE_MB); past it, the owners least recently used are let go, and
+    read again whole at their next recall."""
 
     def __init__(self, budget: int | None = None) -> None:
         self._owners: OrderedDict[int, OwnerVectors] = OrderedDict()
         # Held only to look owners up, add them and let them go: never across a read.
         self._table = threading.Lock()
+        # A latch per owner being loaded whole, held across its read (by that owner's
+        # recalls only).
+        self._loading: dict[int, threading.Lock] = {}
         self._budget = budget
 
     @property
@@ -309,7 +314,31 @@ class VectorCache:
         Two recalls of one owner may read the same new rows at once; the rows are applied
         only by a read for a later version than the one held, so a slower, older read
         never overwrites a newer one (a row read with newer data than its version says is
-        read again once the held version passes it)."""
+        read again once the held version passes it).
+
+        A load of the whole owner waits for one of that owner already under way (a latch
+        of the owner's, no other owner's): recalls of an owner arriving at once would each
+        read every row, a worker's memory growing by the rows read over again."""
+        held = self._held(owner_id, embedder, index)
+        if held is not None and held.version >= index.version:
+            return held
+        if held is not None:
+            return self._loaded(owner_id, embedder, index, held)
+        with self._table:
+            latch = self._loading.setdefault(owner_id, threading.Lock())
+        try:
+            with latch:
+                held = self._held(owner_id, embedder, index)
+                if held is not None and held.version >= index.version:
+                    return held
+                return self._loaded(owner_id, embedder, index, held)
+        finally:
+            with self._table:
+                if self._loading.get(owner_id) is latch:
+                    del self._loading[owner_id]
+
+    def _held(self, owner_id: int, embedder: Embedder, index: "OwnerIndex") -> OwnerVectors | None:
+        """The owner's vectors held, if they are of this store (maybe of an older version)."""
         with self._table:
             held = self._owners.get(owner_id)
             if held is not None:
@@ -323,9 +352,18 @@ class VectorCache:
             or held.version > index.version
             or len(held.ids) > 1.25 * index.live + 100
         ):
-            held = None
-        if held is not None and held.version >= index.version:
-            return held
+            return None
+        return held
+
+    def _loaded(
+        self,
+        owner_id: int,
+        embedder: Embedder,
+        index: "OwnerIndex",
+        held: OwnerVectors | None,
+    ) -> OwnerVectors:
+        """`held` (None: the owner whole) brought up to the index's version from the
+        database, read under no lock, and kept."""
         since = held.version if held is not None else -1
         rows = _rows_since(owner_id, embedder, since)
         if held is None:

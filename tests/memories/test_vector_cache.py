@@ -2,6 +2,7 @@
 least recently served owners go, a lock per owner, and the database read under none."""
 
 import threading
+import time
 import uuid
 
 import pytest
@@ -131,3 +132,50 @@ def test_of_two_loads_at_once_the_newer_is_kept(owners, semantic):
         cache._keep(ana.pk, first)
         cache._keep(ana.pk, second)
         assert cache._owners[ana.pk] is newer
+
+
+def test_recalls_of_one_owner_at_once_read_its_vectors_once_and_keep_no_other_waiting(
+    owners, semantic, monkeypatch
+):
+    from memories import semantic as module
+
+    ana, ben, _ = owners
+    query = semantic.embed(["beans"])[0]
+    indexes = {o.pk: statistics(o.pk, []) for o in (ana, ben)}
+    rows = {o.pk: module._rows_since(o.pk, semantic, -1) for o in (ana, ben)}
+    expected = {o.pk: warm(VectorCache(budget=1 << 30), o, semantic) for o in (ana, ben)}
+    reads = []
+    ana_reading, ana_may_finish = threading.Event(), threading.Event()
+
+    def rows_since(owner_id, embedder, version):
+        reads.append(owner_id)
+        if owner_id == ana.pk:
+            ana_reading.set()
+            assert ana_may_finish.wait(timeout=10)
+        return rows[owner_id]
+
+    monkeypatch.setattr(module, "_rows_since", rows_since)
+    cache = VectorCache(budget=1 << 30)
+    answered = {}
+
+    def recall(name, owner):
+        answered[name] = cache.ceiling(owner.pk, query, embedder=semantic, index=indexes[owner.pk])
+
+    first = threading.Thread(target=recall, args=("ana 1", ana))
+    first.start()
+    assert ana_reading.wait(timeout=10)
+    second = threading.Thread(target=recall, args=("ana 2", ana))
+    second.start()
+    recall("ben", ben)  # ana's load under way keeps ben waiting for nothing
+    time.sleep(0.2)  # time for the second recall of ana to reach its read, were it to
+    ana_may_finish.set()
+    first.join(timeout=10)
+    second.join(timeout=10)
+
+    assert answered == {
+        "ana 1": expected[ana.pk],
+        "ana 2": expected[ana.pk],
+        "ben": expected[ben.pk],
+    }
+    assert sorted(reads) == sorted([ana.pk, ben.pk])
+    assert cache._loading == {}

@@ -1,0 +1,271 @@
+"""Many users (issue 32, item 7): a thousand owners with a thousand memories each, served
+by two workers, each call by a random owner: throughput, p50, p99 and each worker's RSS.
+
+Every owner holds a copy of one synthetic store (bench.synthetic) under ids of its own, so
+the store's vectors are embedded once, not once per owner; the rows go in through the bulk
+loader (bench.loading). The calls are 3-word recalls of middle-band words (http_bench's
+"recall" mix), the call whose cost follows the owner's store, each on a session of its
+owner's token opened at its first call.
+
+    .venv/bin/python -m bench.many_users --database-url URL [--owners 1000]
+        [--memories 1000] [--workers 2] [--clients 4 16] [--seconds 20] [--no-load]
+
+Progress goes to a terminal; without one, only the results (JSON lines) are printed.
+"""
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import random
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.database import analyze, checkpoint, setup_django
+from bench.queries import query_pools
+from bench.synthetic import SyntheticMemory, generate_store
+from bench.timing import summarise
+
+PREFIX = "many-"
+# The ids of an owner's copy of the store: a name of the owner and the template's id.
+NAMESPACE = uuid.UUID("6f1c9a52-3d0e-4e8b-9a57-32c0ffee0032")
+
+
+def owner_names(count: int) -> list[str]:
+    return [f"{PREFIX}{n:04d}" for n in range(1, count + 1)]
+
+
+def owner_copy(template: Sequence[SyntheticMemory], owner: str) -> list[SyntheticMemory]:
+    """The template's memories as `owner`'s, under ids of their own (links follow)."""
+    ids = {m.id: uuid.uuid5(NAMESPACE, f"{owner}/{m.id}") for m in template}
+    return [
+        dataclasses.replace(
+            m,
+            id=ids[m.id],
+            owner=owner,
+            linked_memories=tuple(ids[i] for i in m.linked_memories if i in ids),
+        )
+        for m in template
+    ]
+
+
+@contextmanager
+def vectors_embedded_once() -> Iterator[None]:
+    """While loading copies of one store, embed each text once: the bulk loader asks for a
+    batch's vectors by text, and every owner's batch holds the same texts."""
+    from bench import loading
+    from memories.conf import embedder
+    from memories.indexing import Vectors, embedding_text
+
+    original = getattr(loading, "vectors_for")  # noqa: B009 (put back below)
+    semantic = embedder()
+    known: dict[str, Any] = {}
+
+    def vectors_for(rows: Sequence[Any]) -> Vectors | None:
+        if semantic is None:
+            return None
+        texts = {embedding_text(row) for row in rows} - known.keys()
+        if texts:
+            ordered = sorted(texts, key=lambda text: (-len(text), text))
+            known.update(zip(ordered, semantic.embed(ordered), strict=True))
+        return Vectors(semantic, known)
+
+    setattr(loading, "vectors_for", vectors_for)  # noqa: B010 (the bulk loader's own name)
+    try:
+        yield
+    finally:
+        setattr(loading, "vectors_for", original)  # noqa: B010
+
+
+def load(
+    owners: Sequence[str], template: Sequence[SyntheticMemory], progress: Callable[[str], None]
+) -> None:
+    """Each owner's copy of the template, in bulk; owners already loaded are kept."""
+    from django.contrib.auth import get_user_model
+
+    from bench.loading import ensure_users, load_bulk
+
+    present = set(
+        get_user_model()
+        .objects.filter(username__in=owners, memories__isnull=False)
+        .values_list("username", flat=True)
+        .distinct()
+    )
+    missing = [name for name in owners if name not in present]
+    started = time.perf_counter()
+    with vectors_embedded_once():
+        for n, name in enumerate(missing, start=1):
+            load_bulk(owner_copy(template, name), ensure_users([name]))
+            if n % 20 == 0 or n == len(missing):
+                rate = n / (time.perf_counter() - started)
+                progress(f"loaded {n}/{len(missing)} owners ({rate:.1f} owners/s)")
+    if missing:
+        progress("analysing")
+        analyze()
+        checkpoint()
+
+
+def worker_rss_mb(port: int) -> list[float]:
+    """Resident memory (MB) of each of uvicorn's workers serving on the port: the
+    processes holding its listening socket whose parent holds it too."""
+    holders = _holders(_listening_inode(port))
+    return sorted(rss_mb(pid) for pid in holders if _parent(pid) in holders)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise ValueError(f"process {pid} reports no VmRSS")
+
+
+async def throughput(
+    url: str,
+    tokens: dict[str, str],
+    queries: Sequence[str],
+    *,
+    clients: int,
+    seconds: float,
+    seed: int,
+) -> dict[str, Any]:
+    """`clients` callers back to back for `seconds` after a warm-up, each call a recall of
+    a random owner on that owner's session (all of them opened first, untimed, in this
+    task: the client library's sessions are closed by the task that opened them)."""
+    from bench.http_bench import open_client
+
+    rng = random.Random(f"taproot-bench-many-{seed}-{clients}")
+    owners = sorted(tokens)
+    samples: list[float] = []
+    errors = 0
+    measuring = False
+    stop_at = 0.0
+
+    async def one_client(sessions: dict[str, Any]) -> None:
+        nonlocal errors
+        while True:
+            client = sessions[rng.choice(owners)]
+            call = {"query": rng.choice(queries)}
+            started = time.perf_counter()
+            try:
+                ok = not (await client.call_tool("taproot_recall", call)).is_error
+            except Exception:
+                ok = False
+            finished = time.perf_counter()
+            if measuring and finished > stop_at:
+                return
+            if measuring:
+                samples.append((finished - started) * 1000)
+                errors += not ok
+
+    async with AsyncExitStack() as stack:
+        sessions = {owner: await open_client(stack, url, tokens[owner]) for owner in owners}
+        tasks = [asyncio.create_task(one_client(sessions)) for _ in range(clients)]
+        await asyncio.sleep(min(5.0, seconds / 4))  # warm-up
+        started = time.perf_counter()
+        stop_at = started + seconds
+        measuring = True
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - started
+    summary = summarise(samples) if samples else None
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 2),
+        "calls": len(samples),
+        "calls_per_second": round(len(samples) / seconds, 1),
+        "errors": errors,
+        "median_ms": summary.median_ms if summary else None,
+        "p99_ms": summary.p99_ms if summary else None,
+    }
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.many_users", description=__doc__)
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--owners", type=int, default=1000)
+    parser.add_argument("--memories", type=int, default=1000, help="memories per owner")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--clients", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-load", action="store_true", help="the owners are loaded already")
+    args = parser.parse_args(argv)
+    if args.owners < 1 or args.memories < 10:
+        parser.error("--owners must be at least 1 and --memories at least 10")
+
+    def progress(message: str) -> None:
+        if sys.stderr.isatty():
+            print(f"[many-users {datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr)
+
+    from bench.http_bench import free_port, issue_token, public_url, uvicorn_server
+
+    port = free_port()
+    os.environ["TAPROOT_PUBLIC_URL"] = public_url(port)
+    setup_django(args.database_url)
+    from django.db import connection
+
+    backend = connection.vendor
+    store = generate_store(size=args.memories, now=datetime.now(UTC), seed=args.seed, other_users=0)
+    template = store.of(store.owner)
+    owners = owner_names(args.owners)
+    if not args.no_load:
+        load(owners, template, progress)
+    progress(f"issuing {len(owners)} tokens")
+    tokens = {name: issue_token(name) for name in owners}
+    queries = [query_pools(template, seed=args.seed).pick("middle", 3, i) for i in range(60)]
+    connection.close()
+    with uvicorn_server(args.database_url, port, args.workers) as url:
+        for clients in args.clients:
+            progress(f"{clients} clients for {args.seconds:g} s")
+            row = asyncio.run(
+                throughput(
+                    url, tokens, queries, clients=clients, seconds=args.seconds, seed=args.seed
+                )
+            )
+            row = {
+                "backend": backend,
+                "owners": args.owners,
+                "memories_per_owner": args.memories,
+                "workers": args.workers,
+                **row,
+                "worker_rss_mb": worker_rss_mb(port),
+                "load_average": round(os.getloadavg()[0], 2),
+            }
+            print(json.dumps(row), flush=True)
+
+
+def _holders(inode: str) -> set[int]:
+    """The processes (of this user) holding this socket open."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) == f"socket:[{inode}]" for fd in (entry / "fd").iterdir()):
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _parent(pid: int) -> int:
+    # The field after the command name, which is in parentheses and may hold spaces.
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _listening_inode(port: int) -> str:
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":
+            return fields[9]
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
