@@ -62,7 +62,7 @@ def vectors_embedded_once() -> Iterator[None]:
     batch's vectors by text, and every owner's batch holds the same texts."""
     from bench import loading
     from memories.conf import embedder
-    from memories.indexing import Vectors, embedding_text
+    from memories.recall import Vectors, embedding_text
 
     original = getattr(loading, "vectors_for")  # noqa: B009 (put back below)
     semantic = embedder()

@@ -1,7 +1,7 @@
 """Whether a coarse index could bound the meaning part cheaply (issue 32, item 2).
 
 A worded recall that many memories match bounds the best cosine any memory has with the
-query by a scan of every vector the worker holds (memories.semantic, `ceiling`). A coarse
+query by a scan of every vector the worker holds (memories.recall.semantic, `ceiling`). A coarse
 index would group the vectors (k-means, √n groups), keep each group's centre c and radius
 r (its farthest vector from c), and bound a group's best dot product with a query q by
 
@@ -95,8 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from bench.queries import query_pools
     from bench.synthetic import generate_store
-    from memories.embedding import embedder_named
-    from memories.semantic import memory_text, query_stored
+    from memories.recall import embedder_named, memory_text, query_stored
 
     embedder = embedder_named(args.embedder)
     if embedder is None:

@@ -39,7 +39,7 @@ def main(argv: list[str]) -> None:
     from django.db import connection
 
     from memories.models import MemoryToken, RecallIndex, User
-    from memories.services.recall import RecallFilters, rank_memories
+    from memories.services import RecallFilters, rank_memories
 
     recall_service = importlib.import_module("memories.services.recall")
 

@@ -43,7 +43,14 @@ if TYPE_CHECKING:
         stem,
         words,
     )
-    from memories.recall.semantic import QueryVector, cosines, memory_text, query_text, stored
+    from memories.recall.semantic import (
+        QueryVector,
+        cosines,
+        memory_text,
+        query_stored,
+        query_text,
+        stored,
+    )
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -64,6 +71,7 @@ __all__ = [
     "memory_terms",
     "memory_text",
     "parse_query",
+    "query_stored",
     "query_text",
     "rebuild",
     "recall_entry",
@@ -97,6 +105,7 @@ _HOMES = {
     "memory_terms": "ranking",
     "memory_text": "semantic",
     "parse_query": "ranking",
+    "query_stored": "semantic",
     "query_text": "semantic",
     "rebuild": "indexing",
     "recall_entry": "indexing",

@@ -137,7 +137,7 @@ def test_of_two_loads_at_once_the_newer_is_kept(owners, semantic):
 def test_recalls_of_one_owner_at_once_read_its_vectors_once_and_keep_no_other_waiting(
     owners, semantic, monkeypatch
 ):
-    from memories import semantic as module
+    from memories.recall import semantic as module
 
     ana, ben, _ = owners
     query = semantic.embed(["beans"])[0]
