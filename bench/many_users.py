@@ -244,14 +244,26 @@ def _holders(inode: str) -> set[int]:
     """The processes (of this user) holding this socket open."""
     found = set()
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+        if entry.name.isdigit() and f"socket:[{inode}]" in _open_files(entry):
+            found.add(int(entry.name))
+    return found
+
+
+def _open_files(process: Path) -> set[str]:
+    """What a process's descriptors point at, as far as they can be read: a process that
+    ended, or a descriptor closed while listed (another thread's), is passed over, not
+    the whole process."""
+    try:
+        descriptors = list((process / "fd").iterdir())
+    except OSError:
+        return set()
+    targets = set()
+    for descriptor in descriptors:
         try:
-            if any(os.readlink(fd) == f"socket:[{inode}]" for fd in (entry / "fd").iterdir()):
-                found.add(int(entry.name))
+            targets.add(os.readlink(descriptor))
         except OSError:
             continue
-    return found
+    return targets
 
 
 def _parent(pid: int) -> int:
