@@ -15,12 +15,29 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, ParamSpec, Self, TypeAlias, TypeVar, get_type_hints
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    ParamSpec,
+    Self,
+    TypeAlias,
+    TypeVar,
+    get_args,
+    get_type_hints,
+)
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PrivateAttr,
+    ValidationInfo,
+    model_validator,
+)
 
 from mcp_bridge import arguments as arg
 from mcp_bridge import coercion as read
@@ -55,22 +72,17 @@ REFLECT_HINTS = {
 
 # --- parameter types several tools share -------------------------------------------------
 
-CategoryArg: TypeAlias = Annotated[
-    arg.Text,
-    arg.choice(
-        CATEGORY_VALUES,
-        "identity: who you are and how you work. relationship: who the user is and how you "
-        "work together. active_thread: ongoing projects and open questions. episodic: "
-        "events, what happened when. error: mistakes and their corrections.",
-    ),
-]
-SalienceArg: TypeAlias = Annotated[
-    arg.Text,
-    arg.choice(
-        SALIENCE_VALUES,
-        "How much this matters. High-salience memories stay in the catalog however old.",
-    ),
-]
+CATEGORY = arg.choice(
+    CATEGORY_VALUES,
+    "identity: who you are and how you work. relationship: who the user is and how you "
+    "work together. active_thread: ongoing projects and open questions. episodic: "
+    "events, what happened when. error: mistakes and their corrections.",
+)
+SALIENCE = arg.choice(
+    SALIENCE_VALUES,
+    "How much this matters. High-salience memories stay in the catalog however old.",
+)
+CategoryArg: TypeAlias = Annotated[arg.Text, CATEGORY]
 MemoryIdArg: TypeAlias = Annotated[
     arg.Text,
     arg.text(
@@ -81,32 +93,105 @@ MemoryIdArg: TypeAlias = Annotated[
 
 
 class ToolParams(BaseModel):
-    """A tool's parameters: the fields in the order tools/list shows them, each None when
-    left out. Unknown arguments are left out here and named in a warning by run_tool."""
+    """A tool's parameters, in the order tools/list shows them and reads them.
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    Each field is `Annotated` with what tools/list advertises for it (mcp_bridge.arguments)
+    and, when the tool reads it from what was sent, a `reading(...)` validator that does
+    so leniently (legacy names, numbers as text, JSON-encoded lists) with today's
+    warnings and refusals. A field without one holds the value as sent. A left-out
+    argument is read as None; unknown ones are dropped here (run_tool names them).
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     # The arguments a tool needs: optional to the SDK so that a missing one gets the
     # tool's own error reply, and marked required in the advertised schema.
     required: ClassVar[tuple[str, ...]] = ()
 
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="before")
     @classmethod
-    def read(cls, sent: Mapping[str, object]) -> Self:
-        return cls.model_validate(dict(sent))
+    def _left_out_is_none(cls, data: object) -> object:
+        if isinstance(data, Mapping):
+            return {name: data.get(name) for name in cls.model_fields}
+        return data
+
+    @classmethod
+    def read(cls, sent: Mapping[str, object], **context: object) -> Self:
+        """The arguments as read; `context` is what the readers may consult."""
+        warnings: list[str] = []
+        params = cls.model_validate(dict(sent), context={**context, WARNINGS: warnings})
+        params._warnings = warnings
+        return params
+
+    @property
+    def warnings(self) -> list[str]:
+        """What reading the arguments warned of, in the order of the fields."""
+        return list(self._warnings)
 
     @classmethod
     def signature(cls) -> inspect.Signature:
         """The tool function's signature as the SDK reads it: the context, then each field
-        with its annotation (schema included) and None as its default."""
-        hints = get_type_hints(cls, include_extras=True)
-        fields = [
-            inspect.Parameter(
-                name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[name], default=None
+        as sent, with the schema it advertises and None as its default.
+
+        Text is `str` to the SDK on purpose: it JSON-decodes string values of any other
+        type (see mcp_bridge.arguments)."""
+        fields = []
+        for name, hint in get_type_hints(cls, include_extras=True).items():
+            if name not in cls.model_fields:
+                continue
+            (sent,) = [meta for meta in get_args(hint)[1:] if isinstance(meta, arg.Sent)]
+            base = arg.Text if sent.schema["type"] == "string" else object
+            annotation = Annotated[base, sent]  # type: ignore[valid-type]
+            fields.append(
+                inspect.Parameter(
+                    name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None
+                )
             )
-            for name in cls.model_fields
-        ]
         ctx = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)
         return inspect.Signature([ctx, *fields], return_annotation=CallToolResult)
+
+
+WARNINGS = "warnings"
+
+
+def reading(read: Callable[[object], object]) -> BeforeValidator:
+    """`Annotated` metadata: the field is `read(value as sent)`, None when left out."""
+
+    def validate(value: object) -> object:
+        return read(value)
+
+    return BeforeValidator(validate)
+
+
+def reading_warned(read: Callable[[object, list[str]], object]) -> BeforeValidator:
+    """Like `reading` for an optional argument (None when left out) whose reading may add
+    warnings to the reply."""
+
+    def validate(value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return None
+        context = info.context
+        assert isinstance(context, dict)
+        return read(value, context[WARNINGS])
+
+    return BeforeValidator(validate)
+
+
+def context_of(info: ValidationInfo, key: str) -> object:
+    context = info.context
+    assert isinstance(context, dict)
+    return context.get(key)
+
+
+def given[T](read: Callable[[object], T]) -> Callable[[object], T | None]:
+    """A reading of an optional argument: None when left out."""
+
+    def read_given(value: object) -> T | None:
+        return None if value is None else read(value)
+
+    return read_given
 
 
 class NoParams(ToolParams):

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from mcp_bridge import arguments as arg
 from mcp_bridge import coercion as read
-from mcp_bridge.toolkit import Reply, ToolDefinition, ToolParams, hints, speaking
+from mcp_bridge.toolkit import Reply, ToolDefinition, ToolParams, hints, reading, speaking
 from memories import services
 from memories.limits import MAX_REFLECTION, MAX_TITLE
 from memories.models import User
@@ -13,34 +13,48 @@ from memories.models import User
 CLOSING_MESSAGE = "Reflection stored. Safe travels."
 
 
+def _reflection(value: object) -> str:
+    return read.require_text(read.trimmed(value), field="reflection", limit=MAX_REFLECTION)
+
+
+def _title(value: object) -> str | None:
+    return read.optional_text(value, field="conversation_title", limit=MAX_TITLE)
+
+
+def _url(value: object) -> str | None:
+    return read.optional_text(value, field="conversation_url")
+
+
 class CloseParams(ToolParams):
     required = ("reflection",)
 
     reflection: Annotated[
-        arg.Text,
+        str,
         arg.text(
             "What happened in this conversation, what matters for next time, what is left open.",
             max_length=MAX_REFLECTION,
         ),
-    ] = None
+        reading(_reflection),
+    ]
     conversation_title: Annotated[
-        arg.Text, arg.text("A short title for the conversation.", max_length=MAX_TITLE)
-    ] = None
-    conversation_url: Annotated[arg.Text, arg.text("The URL of the conversation, if known.")] = None
+        str | None,
+        arg.text("A short title for the conversation.", max_length=MAX_TITLE),
+        reading(_title),
+    ]
+    conversation_url: Annotated[
+        str | None, arg.text("The URL of the conversation, if known."), reading(_url)
+    ]
 
 
 @speaking()
 def close(*, owner: User, now: datetime | None = None, **sent: object) -> Reply:
     given = CloseParams.read(sent)
-    text = read.require_text(
-        read.trimmed(given.reflection), field="reflection", limit=MAX_REFLECTION
-    )
-    title = read.optional_text(
-        given.conversation_title, field="conversation_title", limit=MAX_TITLE
-    )
-    url = read.optional_text(given.conversation_url, field="conversation_url")
     closed = services.close(
-        owner=owner, reflection=text, conversation_title=title, conversation_url=url, now=now
+        owner=owner,
+        reflection=given.reflection,
+        conversation_title=given.conversation_title,
+        conversation_url=given.conversation_url,
+        now=now,
     )
     reply: Reply = {
         "status": "ok",

@@ -1,18 +1,25 @@
 """taproot_promote: move a memory into or out of the core tier, or set its salience."""
 
+import functools
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated
+
+from pydantic import model_validator
 
 from mcp_bridge import arguments as arg
 from mcp_bridge import coercion as read
 from mcp_bridge.toolkit import (
+    SALIENCE,
     MemoryIdArg,
     Reply,
-    SalienceArg,
     ToolDefinition,
     ToolParams,
+    given,
     hints,
     read_salience,
+    reading,
+    reading_warned,
     speaking,
     warned,
 )
@@ -24,37 +31,36 @@ from memories.models import Memory, Salience, User
 class PromoteParams(ToolParams):
     required = ("memory_id",)
 
-    memory_id: MemoryIdArg = None
+    # Read by the service's call (read.memory_ref), after the other two.
+    memory_id: MemoryIdArg
     core: Annotated[
-        object,
+        bool | None,
         arg.boolean(
             "true: load in full at the start of every conversation; false: back to the catalog."
         ),
-    ] = None
-    salience: SalienceArg = None
+        reading(given(functools.partial(read.coerce_bool, field="core"))),
+    ]
+    salience: Annotated[Salience | None, SALIENCE, reading_warned(read_salience)]
 
-
-def _curation(given: PromoteParams, warnings: list[str]) -> tuple[bool | None, Salience | None]:
-    if given.core is None and given.salience is None:
-        raise InvalidInput("Give core (true or false) and/or salience (high, medium or low).")
-    clean_core = None if given.core is None else read.coerce_bool(given.core, field="core")
-    clean_salience = None if given.salience is None else read_salience(given.salience, warnings)
-    return clean_core, clean_salience
+    @model_validator(mode="before")
+    @classmethod
+    def _something_to_change(cls, data: object) -> object:
+        if isinstance(data, Mapping) and data.get("core") is None and data.get("salience") is None:
+            raise InvalidInput("Give core (true or false) and/or salience (high, medium or low).")
+        return data
 
 
 @speaking()
 def promote(*, owner: User, now: datetime | None = None, **sent: object) -> Reply:
     given = PromoteParams.read(sent)
-    warnings: list[str] = []
-    clean_core, clean_salience = _curation(given, warnings)
     memory = services.promote(
         owner=owner,
         memory_id=read.memory_ref(given.memory_id),
-        core=clean_core,
-        salience=clean_salience,
+        core=given.core,
+        salience=given.salience,
         now=now,
     )
-    return warned(curated(memory), warnings)
+    return warned(curated(memory), given.warnings)
 
 
 def curated(memory: Memory) -> Reply:

@@ -8,9 +8,9 @@ from mcp_bridge import coercion as read
 from mcp_bridge import embedding
 from mcp_bridge.messages import skipped_prefixes
 from mcp_bridge.toolkit import (
+    SALIENCE,
     CategoryArg,
     Reply,
-    SalienceArg,
     ToolDefinition,
     ToolParams,
     hints,
@@ -61,7 +61,7 @@ class RememberParams(ToolParams):
             max_length=MAX_GIST,
         ),
     ] = None
-    salience: SalienceArg = None
+    salience: Annotated[arg.Text, SALIENCE] = None
     core: Annotated[
         object,
         arg.boolean(
