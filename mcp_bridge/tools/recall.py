@@ -8,12 +8,15 @@ from mcp_bridge import coercion as read
 from mcp_bridge import embedding
 from mcp_bridge.messages import skipped_prefixes
 from mcp_bridge.toolkit import (
-    CategoryArg,
+    CATEGORY,
     Reply,
     ToolDefinition,
     ToolParams,
+    given,
     hints,
     read_category,
+    reading,
+    reading_warned,
     speaking,
     warned,
     with_reflect_hint,
@@ -29,7 +32,7 @@ from memories.limits import (
     MAX_RECALL_IDS,
     MAX_RECALL_LIMIT,
 )
-from memories.models import User
+from memories.models import Category, User
 from memories.quoting import shown
 from memories.refs import IdPrefix
 from memories.semantic import QueryVector
@@ -43,101 +46,125 @@ STOP_WORDS_NOTE = (
 )
 
 
+def _query(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"query must be text (got {shown(value)}).")
+    return read.check_length(value, field="query", limit=MAX_QUERY)
+
+
+def _category(value: object, warnings: list[str]) -> Category | None:
+    if isinstance(value, str) and not value.strip():
+        return None  # blank is an argument left out (models send "")
+    return read_category(value, warnings)
+
+
+def _ids(value: object, warnings: list[str]) -> read.IdList:
+    id_list = read.split_id_list(value, field="ids", max_items=MAX_RECALL_IDS)
+    if id_list.malformed:
+        # One bad entry must not cost the others: it is skipped, and named.
+        strings = all(isinstance(item, str) for item in id_list.malformed)
+        warnings.append(
+            "Skipped entries of ids that are not memory ids "
+            f"(send {'' if strings else 'each as a string: '}{read.ID_FORMAT}): "
+            + ", ".join(shown(item) for item in id_list.malformed)
+            + "."
+        )
+    return id_list
+
+
+def _tags(value: object) -> list[str]:
+    return read.coerce_string_list(
+        value, field="tags", max_items=MAX_LIST_ITEMS, max_length=MAX_ITEM_LENGTH
+    )
+
+
+def _since(value: object) -> datetime | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None  # blank text, like a blank category, is an argument left out
+    return read.coerce_since(value)
+
+
+def _limit(value: object) -> int:
+    return read.coerce_int(value, field="limit", minimum=1, maximum=MAX_RECALL_LIMIT)
+
+
 class RecallParams(ToolParams):
     query: Annotated[
-        arg.Text,
+        str | None,
         arg.text(
             "Words that would appear in the memory. Results are ranked by how well they match "
             "first; importance and how often and recently a memory was used order close "
             "matches."
         ),
-    ] = None
-    category: CategoryArg = None
+        reading(_query),
+    ]
+    category: Annotated[Category | None, CATEGORY, reading_warned(_category)]
     ids: Annotated[
-        object,
+        read.IdList | None,
         arg.string_list(
             "Memory ids to load in full, as catalog lines show them (e.g. a002ab76) or whole.",
             max_items=MAX_RECALL_IDS,
         ),
-    ] = None
+        reading_warned(_ids),
+    ]
     tags: Annotated[
-        object,
+        list[str],
         arg.string_list(
             "Only memories carrying all of these tags.",
             max_items=MAX_LIST_ITEMS,
             max_length=MAX_ITEM_LENGTH,
         ),
-    ] = None
+        reading(_tags),
+    ]
     since: Annotated[
-        arg.Text,
+        datetime | None,
         arg.text(
             "Only memories updated on or after this ISO-8601 date-time, e.g. 2026-01-31T00:00:00Z.",
             fmt="date-time",
         ),
-    ] = None
+        reading(_since),
+    ]
     limit: Annotated[
-        object,
+        int | None,
         arg.integer(
             f"How many memories to return at most (default {DEFAULT_RECALL_LIMIT}, or the number "
             "of ids given).",
             minimum=1,
             maximum=MAX_RECALL_LIMIT,
         ),
-    ] = None
+        reading(given(_limit)),
+    ]
 
 
 def recall_filters(**sent: object) -> tuple[RecallFilters, list[str]]:
     """The recall's arguments as filters, and the warnings reading them gave."""
-    given = RecallParams.read(sent)
-    warnings: list[str] = []
-    query, category, since, limit = given.query, given.category, given.since, given.limit
-    if query is not None:
-        if not isinstance(query, str):
-            raise InvalidInput(f"query must be text (got {shown(query)}).")
-        read.check_length(query, field="query", limit=MAX_QUERY)
-    clean_category = None
-    if category is not None and not (isinstance(category, str) and not category.strip()):
-        clean_category = read_category(category, warnings)
-    clean_ids = None
+    params = RecallParams.read(sent)
+    ids = None
     prefixes: list[IdPrefix] = []
-    if given.ids is not None:
-        id_list = read.split_id_list(given.ids, field="ids", max_items=MAX_RECALL_IDS)
-        clean_ids = id_list.ids
-        prefixes = [IdPrefix(hex, str(written)) for hex, written in id_list.prefixes.items()]
-        if id_list.malformed:
-            # One bad entry must not cost the others: it is skipped, and named.
-            strings = all(isinstance(item, str) for item in id_list.malformed)
-            warnings.append(
-                "Skipped entries of ids that are not memory ids "
-                f"(send {'' if strings else 'each as a string: '}{read.ID_FORMAT}): "
-                + ", ".join(shown(item) for item in id_list.malformed)
-                + "."
-            )
-        elif not clean_ids and not prefixes:
+    if params.ids is not None:
+        ids = params.ids.ids
+        prefixes = [IdPrefix(hex, str(written)) for hex, written in params.ids.prefixes.items()]
+        if not params.ids.malformed and not ids and not prefixes:
             # An empty list (however encoded) asks for no particular ids: it does not filter.
-            clean_ids = None
-    tag_list = read.coerce_string_list(
-        given.tags, field="tags", max_items=MAX_LIST_ITEMS, max_length=MAX_ITEM_LENGTH
-    )
-    # Blank text, like a blank category, is an argument left out (models send "").
-    blank_since = since is None or (isinstance(since, str) and not since.strip())
-    clean_since = None if blank_since else read.coerce_since(since)
-    if limit is not None:
-        clean_limit = read.coerce_int(limit, field="limit", minimum=1, maximum=MAX_RECALL_LIMIT)
-    elif clean_ids or prefixes:
-        clean_limit = len(clean_ids or []) + len(prefixes)
+            ids = None
+    if params.limit is not None:
+        limit = params.limit
+    elif ids or prefixes:
+        limit = len(ids or []) + len(prefixes)
     else:
-        clean_limit = DEFAULT_RECALL_LIMIT
+        limit = DEFAULT_RECALL_LIMIT
     filters = RecallFilters(
-        query=query,
-        category=clean_category,
-        ids=clean_ids,
-        tags=tag_list,
-        since=clean_since,
-        limit=clean_limit,
+        query=params.query,
+        category=params.category,
+        ids=ids,
+        tags=params.tags,
+        since=params.since,
+        limit=limit,
         prefixes=prefixes,
     )
-    return filters, warnings
+    return filters, params.warnings
 
 
 def _record(hit: Hit) -> Reply:
