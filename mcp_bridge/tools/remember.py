@@ -1,21 +1,29 @@
 """taproot_remember: store a memory, or update one by its id."""
 
+import functools
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple, Self
+
+from pydantic import BeforeValidator, ValidationInfo, model_validator
 
 from mcp_bridge import arguments as arg
 from mcp_bridge import coercion as read
 from mcp_bridge import embedding
 from mcp_bridge.messages import skipped_prefixes
 from mcp_bridge.toolkit import (
+    CATEGORY,
     SALIENCE,
-    CategoryArg,
+    WARNINGS,
     Reply,
     ToolDefinition,
     ToolParams,
+    context_of,
+    given,
     hints,
     read_category,
     read_salience,
+    reading,
+    reading_warned,
     resolve_memory_id,
     speaking,
     warned,
@@ -25,7 +33,7 @@ from memories import services
 from memories.errors import DomainError, InvalidInput
 from memories.indexing import Vectors
 from memories.limits import MAX_CONTENT, MAX_GIST, MAX_ITEM_LENGTH, MAX_LINKS, MAX_LIST_ITEMS
-from memories.models import ChangeSource, EpistemicStatus, Memory, User
+from memories.models import Category, ChangeSource, EpistemicStatus, Memory, Salience, User
 from memories.refs import IdPrefix, MemoryRef
 from memories.services import MemoryDraft, Remembered
 from memories.vocabulary import CATEGORY_VALUES, EPISTEMIC_VALUES
@@ -35,86 +43,193 @@ GIST_WHY = (
     "catalog loaded at the start of every conversation. It is cheapest to write while the "
     "memory is fresh."
 )
-# Free-text references: blank clears one.
-REFERENCES = ("provenance", "conversation_id", "transcript_ref", "conversation_url")
+CREATING = "creating"
 
 
 def _words(description: str) -> arg.Sent:
     return arg.string_list(description, max_items=MAX_LIST_ITEMS, max_length=MAX_ITEM_LENGTH)
 
 
+class Links(NamedTuple):
+    refs: list[MemoryRef]  # the links that are ids or prefixes, each once
+    malformed: list[str]  # those that are neither
+
+
+def _creating(info: ValidationInfo) -> bool:
+    return bool(context_of(info, CREATING))
+
+
+def _category(value: object, info: ValidationInfo) -> Category | None:
+    if value is not None:
+        warnings = context_of(info, WARNINGS)
+        assert isinstance(warnings, list)
+        return read_category(value, warnings)
+    if _creating(info):
+        raise InvalidInput(
+            f"category is required when creating a memory: one of {', '.join(CATEGORY_VALUES)}."
+        )
+    return None
+
+
+def _content(value: object, info: ValidationInfo) -> str | None:
+    if value is not None:
+        why = "" if _creating(info) else "Leave content out to keep the memory's content as it is."
+        return read.require_text(value, field="content", limit=MAX_CONTENT, why=why)
+    if _creating(info):
+        raise InvalidInput(
+            "content is required when creating a memory: the memory in full, as non-blank text."
+        )
+    return None
+
+
+def _gist(value: object, info: ValidationInfo) -> str | None:
+    if value is not None:
+        return read.require_text(read.trimmed(value), field="gist", limit=MAX_GIST, why=GIST_WHY)
+    if _creating(info):
+        raise InvalidInput(f"gist is required when creating a memory. {GIST_WHY}")
+    return None
+
+
+def _reference(value: object, info: ValidationInfo) -> str | None:
+    if value is None:
+        return None
+    assert info.field_name is not None
+    # Blank clears it: "" in the draft.
+    return read.optional_text(value, field=info.field_name) or ""
+
+
+def _word_list(value: object, info: ValidationInfo) -> list[str] | None:
+    if value is None:
+        return None
+    assert info.field_name is not None
+    return read.coerce_string_list(value, field=info.field_name)
+
+
+def _links(value: object) -> Links:
+    links = read.coerce_id_strings(value, field="linked_memories", max_items=MAX_LINKS)
+    refs: list[MemoryRef] = []
+    malformed: list[str] = []
+    for link in links:
+        parsed = read.parse_memory_ref(link)
+        if parsed is None:
+            malformed.append(link)
+        elif isinstance(parsed, str):
+            if all(not (isinstance(r, IdPrefix) and r.hex == parsed) for r in refs):
+                refs.append(IdPrefix(parsed, link))
+        elif parsed not in refs:
+            refs.append(parsed)
+    return Links(refs, malformed)
+
+
+def _blank_as_none(value: object) -> object:
+    if isinstance(value, str) and not value.strip():
+        return None  # models send "" for an argument they mean to leave out
+    return value
+
+
+Reference = BeforeValidator(_reference)
+WordList = BeforeValidator(_word_list)
+
+
 class RememberParams(ToolParams):
-    category: CategoryArg = None
+    """Read for creating a memory, or for updating one when the context says `creating`
+    is false (update_id, resolved first, named one)."""
+
+    category: Annotated[Category | None, CATEGORY, BeforeValidator(_category)]
     content: Annotated[
-        arg.Text,
+        str | None,
         arg.text(
             "The memory in full, written so that a later conversation understands it "
             "without this one. Required when creating.",
             max_length=MAX_CONTENT,
         ),
-    ] = None
+        BeforeValidator(_content),
+    ]
     gist: Annotated[
-        arg.Text,
+        str | None,
         arg.text(
             "One line of about 15 words that stands for the memory in the catalog. Required "
             "when creating: write it now, while the context is fresh.",
             max_length=MAX_GIST,
         ),
-    ] = None
-    salience: Annotated[arg.Text, SALIENCE] = None
+        BeforeValidator(_gist),
+    ]
+    salience: Annotated[Salience | None, SALIENCE, reading_warned(read_salience)]
     core: Annotated[
-        object,
+        bool | None,
         arg.boolean(
             "Load this memory in full at the start of every conversation. Keep that tier small."
         ),
-    ] = None
+        reading(given(functools.partial(read.coerce_bool, field="core"))),
+    ]
     epistemic_status: Annotated[
-        arg.Text,
+        EpistemicStatus | None,
         arg.choice(
             EPISTEMIC_VALUES,
             "How sure this is: observed (seen directly), inferred, replicated (confirmed "
             "again), contested, unvalidated (the default).",
         ),
-    ] = None
-    provenance: Annotated[arg.Text, arg.text("Where this came from, if that matters later.")] = None
-    tags: Annotated[object, _words("Short labels for filtering with taproot_recall(tags=...).")] = (
-        None
-    )
+        reading(given(lambda value: EpistemicStatus(read.coerce_epistemic_status(value)))),
+    ]
+    provenance: Annotated[
+        str | None, arg.text("Where this came from, if that matters later."), Reference
+    ]
+    tags: Annotated[
+        list[str] | None,
+        _words("Short labels for filtering with taproot_recall(tags=...)."),
+        WordList,
+    ]
     linked_memories: Annotated[
-        object,
+        Links | None,
         arg.string_list(
             "Ids of your related memories (as shown in the catalog, or whole).",
             max_items=MAX_LINKS,
         ),
-    ] = None
+        reading(given(_links)),
+    ]
     conversation_id: Annotated[
-        arg.Text, arg.text("An identifier of this conversation, if you have one.")
-    ] = None
+        str | None, arg.text("An identifier of this conversation, if you have one."), Reference
+    ]
     transcript_ref: Annotated[
-        arg.Text, arg.text("A reference to a transcript, if there is one.")
-    ] = None
-    conversation_url: Annotated[arg.Text, arg.text("The URL of this conversation, if known.")] = (
-        None
-    )
+        str | None, arg.text("A reference to a transcript, if there is one."), Reference
+    ]
+    conversation_url: Annotated[
+        str | None, arg.text("The URL of this conversation, if known."), Reference
+    ]
     search_keywords: Annotated[
-        object,
+        list[str] | None,
         _words("Extra words a later search should find this memory by (synonyms, names)."),
-    ] = None
+        WordList,
+    ]
     update_id: Annotated[
-        arg.Text,
+        str | None,
         arg.text(
             "Give the id of an existing memory (as shown in the catalog, or whole) to update "
             "it instead of creating a new one; only the fields you send change, and none "
             "other is required."
         ),
-    ] = None
+        reading(_blank_as_none),
+    ]
 
-    def update_ref(self) -> object:
-        """update_id as sent, or None when left out or blank (models send "" for an
-        argument they mean to leave out)."""
-        if isinstance(self.update_id, str) and not self.update_id.strip():
-            return None
-        return self.update_id
+    @model_validator(mode="after")
+    def _something_to_update(self, info: ValidationInfo) -> Self:
+        if not _creating(info) and not self.draft():
+            raise InvalidInput(
+                "Nothing to update: send update_id together with the fields to change "
+                "(only those change)."
+            )
+        return self
+
+    def draft(self) -> dict[str, Any]:
+        """The memory's fields as given (those left out are not)."""
+        given = {
+            name: getattr(self, name)
+            for name in type(self).model_fields
+            if name != "update_id" and getattr(self, name) is not None
+        }
+        if self.linked_memories is not None:
+            given["linked_memories"] = self.linked_memories.refs
+        return given
 
 
 @speaking("update_id")
@@ -128,11 +243,11 @@ def remember(
 ) -> Reply:
     """`sent`: the tool's arguments as sent; `vectors`: the new memory's, embedded ahead
     (mcp_bridge.embedding)."""
-    params = RememberParams.read(sent)
-    update_id = params.update_ref()
+    update_id = _blank_as_none(sent.get("update_id"))
     # Refused here, before the other arguments, when it names no memory or several.
     update = None if update_id is None else resolve_memory_id(owner, update_id, field="update_id")
-    given, warnings, malformed = _read_draft(params, creating=update is None)
+    params = RememberParams.read(sent, **{CREATING: update is None})
+    given = params.draft()
     done = services.remember(
         owner=owner,
         draft=MemoryDraft(**given),
@@ -141,7 +256,8 @@ def remember(
         now=now,
         vectors=vectors,
     )
-    warnings.extend(_remember_warnings(done, malformed, given.get("linked_memories", [])))
+    links = params.linked_memories or Links([], [])
+    warnings = [*params.warnings, *_remember_warnings(done, links)]
     memory = done.memory
     reply = {
         "status": "ok",
@@ -158,11 +274,10 @@ def remember(
 def remembered_ahead(**sent: object) -> list[Memory]:
     """The memory a taproot_remember call would create, unsaved, for embedding ahead of
     it (read exactly as `remember` reads it); none for an update or a refused call."""
+    if _blank_as_none(sent.get("update_id")) is not None:
+        return []
     try:
-        params = RememberParams.read(sent)
-        if params.update_ref() is not None:
-            return []
-        given, _, _ = _read_draft(params, creating=True)
+        given = RememberParams.read(sent, **{CREATING: True}).draft()
         return [Memory(**MemoryDraft(**given).given())]
     except (InvalidInput, DomainError):
         return []
@@ -172,102 +287,12 @@ async def remember_ahead(**sent: object) -> dict[str, Any]:
     return {"vectors": await embedding.memory_vectors(remembered_ahead(**sent))}
 
 
-def _read_draft(
-    params: RememberParams, *, creating: bool
-) -> tuple[dict[str, Any], list[str], list[str]]:
-    """The draft's fields as given, the warnings reading them gave, and the links that are
-    neither ids nor prefixes."""
-    warnings: list[str] = []
-    given = _texts(params, creating, warnings)
-    given |= _settings(params, warnings)
-    for name in REFERENCES:
-        value = getattr(params, name)
-        if value is not None:
-            # Blank clears it: "" in the draft.
-            given[name] = read.optional_text(value, field=name) or ""
-    if params.tags is not None:
-        given["tags"] = read.coerce_string_list(params.tags, field="tags")
-    if params.search_keywords is not None:
-        given["search_keywords"] = read.coerce_string_list(
-            params.search_keywords, field="search_keywords"
-        )
-    malformed: list[str] = []
-    if params.linked_memories is not None:
-        links = read.coerce_id_strings(
-            params.linked_memories, field="linked_memories", max_items=MAX_LINKS
-        )
-        given["linked_memories"], malformed = _link_refs(links)
-    if not creating and not given:
-        raise InvalidInput(
-            "Nothing to update: send update_id together with the fields to change "
-            "(only those change)."
-        )
-    return given, warnings, malformed
-
-
-def _texts(params: RememberParams, creating: bool, warnings: list[str]) -> dict[str, Any]:
-    """Category, content and gist as given; each is required when creating."""
-    given: dict[str, Any] = {}
-    if params.category is not None:
-        given["category"] = read_category(params.category, warnings)
-    elif creating:
-        raise InvalidInput(
-            f"category is required when creating a memory: one of {', '.join(CATEGORY_VALUES)}."
-        )
-    if params.content is not None:
-        why = "" if creating else "Leave content out to keep the memory's content as it is."
-        given["content"] = read.require_text(
-            params.content, field="content", limit=MAX_CONTENT, why=why
-        )
-    elif creating:
-        raise InvalidInput(
-            "content is required when creating a memory: the memory in full, as non-blank text."
-        )
-    if params.gist is not None:
-        given["gist"] = read.require_text(
-            read.trimmed(params.gist), field="gist", limit=MAX_GIST, why=GIST_WHY
-        )
-    elif creating:
-        raise InvalidInput(f"gist is required when creating a memory. {GIST_WHY}")
-    return given
-
-
-def _settings(params: RememberParams, warnings: list[str]) -> dict[str, Any]:
-    """Salience, core and epistemic status, as far as given."""
-    given: dict[str, Any] = {}
-    if params.salience is not None:
-        given["salience"] = read_salience(params.salience, warnings)
-    if params.core is not None:
-        given["core"] = read.coerce_bool(params.core, field="core")
-    if params.epistemic_status is not None:
-        given["epistemic_status"] = EpistemicStatus(
-            read.coerce_epistemic_status(params.epistemic_status)
-        )
-    return given
-
-
-def _link_refs(links: list[str]) -> tuple[list[MemoryRef], list[str]]:
-    """The links that are ids or prefixes (each once), and those that are neither."""
-    refs: list[MemoryRef] = []
-    malformed: list[str] = []
-    for link in links:
-        parsed = read.parse_memory_ref(link)
-        if parsed is None:
-            malformed.append(link)
-        elif isinstance(parsed, str):
-            if all(not (isinstance(r, IdPrefix) and r.hex == parsed) for r in refs):
-                refs.append(IdPrefix(parsed, link))
-        elif parsed not in refs:
-            refs.append(parsed)
-    return refs, malformed
-
-
-def _remember_warnings(done: Remembered, malformed: list[str], links: list[MemoryRef]) -> list[str]:
+def _remember_warnings(done: Remembered, links: Links) -> list[str]:
     warnings: list[str] = []
     if done.skipped_links.ambiguous or done.skipped_links.unknown:
-        written = {ref.hex: ref.written for ref in links if isinstance(ref, IdPrefix)}
+        written = {ref.hex: ref.written for ref in links.refs if isinstance(ref, IdPrefix)}
         warnings.append(skipped_prefixes("linked_memories", done.skipped_links, written))
-    dropped = [*malformed, *map(str, done.dropped_links)]
+    dropped = [*links.malformed, *map(str, done.dropped_links)]
     if dropped:
         warnings.append(
             "linked_memories: dropped ids that are not your memories: " + ", ".join(dropped)
