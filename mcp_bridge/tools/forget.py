@@ -13,6 +13,7 @@ from mcp_bridge.toolkit import (
     ToolParams,
     hints,
     read_category,
+    reading,
     speaking,
     warned,
 )
@@ -27,17 +28,29 @@ from memories.vocabulary import CATEGORY_VALUES
 FORGET_ACTIONS = ("archive", "unarchive", "delete", "compress")
 
 
+def _action(value: object) -> str:
+    folded = value.strip().lower() if isinstance(value, str) else None
+    if folded not in FORGET_ACTIONS:
+        raise InvalidInput(
+            f"action must be one of {', '.join(FORGET_ACTIONS)} (got {shown(value)})."
+        )
+    return folded
+
+
 class ForgetParams(ToolParams):
+    """The action is read here; the other arguments as sent, for the action to read."""
+
     required = ("action",)
 
     action: Annotated[
-        arg.Text,
+        str,
         arg.choice(
             FORGET_ACTIONS,
             "archive: hide from reflect and recall, keep the record. unarchive: bring it back. "
             "delete: remove for good. compress: replace several memories with one you write.",
         ),
-    ] = None
+        reading(_action),
+    ]
     memory_id: Annotated[
         arg.Text,
         arg.text(
@@ -76,12 +89,7 @@ class ForgetParams(ToolParams):
 def forget(*, owner: User, now: datetime | None = None, **sent: object) -> Reply:
     """One entry point for the tool's four actions."""
     given = ForgetParams.read(sent)
-    action = given.action
-    folded = action.strip().lower() if isinstance(action, str) else None
-    if folded not in FORGET_ACTIONS:
-        raise InvalidInput(
-            f"action must be one of {', '.join(FORGET_ACTIONS)} (got {shown(action)})."
-        )
+    folded = given.action
     if folded == "compress":
         return compress(
             owner=owner,
