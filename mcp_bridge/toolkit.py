@@ -93,7 +93,8 @@ MemoryIdArg: TypeAlias = Annotated[
 
 
 class ToolParams(BaseModel):
-    """A tool's parameters, in the order tools/list shows them and reads them.
+    """A tool's parameters, in the order they are read (the first refusal is the one
+    told), which is the order tools/list shows them unless `listed` says otherwise.
 
     Each field is `Annotated` with what tools/list advertises for it (mcp_bridge.arguments)
     and, when the tool reads it from what was sent, a `reading(...)` validator that does
@@ -107,6 +108,8 @@ class ToolParams(BaseModel):
     # The arguments a tool needs: optional to the SDK so that a missing one gets the
     # tool's own error reply, and marked required in the advertised schema.
     required: ClassVar[tuple[str, ...]] = ()
+    # The order tools/list shows the fields in, when it is not the order they are read in.
+    listed: ClassVar[tuple[str, ...]] = ()
 
     _warnings: list[str] = PrivateAttr(default_factory=list)
 
@@ -138,9 +141,11 @@ class ToolParams(BaseModel):
         Text is `str` to the SDK on purpose: it JSON-decodes string values of any other
         type (see mcp_bridge.arguments)."""
         fields = []
-        for name, hint in get_type_hints(cls, include_extras=True).items():
-            if name not in cls.model_fields:
-                continue
+        hints = get_type_hints(cls, include_extras=True)
+        names = cls.listed or tuple(cls.model_fields)
+        assert sorted(names) == sorted(cls.model_fields), f"{cls.__name__}.listed: {names}"
+        for name in names:
+            hint = hints[name]
             (sent,) = [meta for meta in get_args(hint)[1:] if isinstance(meta, arg.Sent)]
             base = arg.Text if sent.schema["type"] == "string" else object
             annotation = Annotated[base, sent]  # type: ignore[valid-type]

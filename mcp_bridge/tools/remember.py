@@ -135,6 +135,23 @@ class RememberParams(ToolParams):
     """Read for creating a memory, or for updating one when the context says `creating`
     is false (update_id, resolved first, named one)."""
 
+    listed = (
+        "category",
+        "content",
+        "gist",
+        "salience",
+        "core",
+        "epistemic_status",
+        "provenance",
+        "tags",
+        "linked_memories",
+        "conversation_id",
+        "transcript_ref",
+        "conversation_url",
+        "search_keywords",
+        "update_id",
+    )
+
     category: Annotated[Category | None, CATEGORY, BeforeValidator(_category)]
     content: Annotated[
         str | None,
@@ -174,19 +191,6 @@ class RememberParams(ToolParams):
     provenance: Annotated[
         str | None, arg.text("Where this came from, if that matters later."), Reference
     ]
-    tags: Annotated[
-        list[str] | None,
-        _words("Short labels for filtering with taproot_recall(tags=...)."),
-        WordList,
-    ]
-    linked_memories: Annotated[
-        Links | None,
-        arg.string_list(
-            "Ids of your related memories (as shown in the catalog, or whole).",
-            max_items=MAX_LINKS,
-        ),
-        reading(given(_links)),
-    ]
     conversation_id: Annotated[
         str | None, arg.text("An identifier of this conversation, if you have one."), Reference
     ]
@@ -196,10 +200,23 @@ class RememberParams(ToolParams):
     conversation_url: Annotated[
         str | None, arg.text("The URL of this conversation, if known."), Reference
     ]
+    tags: Annotated[
+        list[str] | None,
+        _words("Short labels for filtering with taproot_recall(tags=...)."),
+        WordList,
+    ]
     search_keywords: Annotated[
         list[str] | None,
         _words("Extra words a later search should find this memory by (synonyms, names)."),
         WordList,
+    ]
+    linked_memories: Annotated[
+        Links | None,
+        arg.string_list(
+            "Ids of your related memories (as shown in the catalog, or whole).",
+            max_items=MAX_LINKS,
+        ),
+        reading(given(_links)),
     ]
     update_id: Annotated[
         str | None,
