@@ -33,7 +33,7 @@ from memories.vocabulary import (
 )
 
 
-def _folded(value: Any) -> str | None:
+def _folded(value: object) -> str | None:
     return value.strip().lower() if isinstance(value, str) else None
 
 
@@ -41,7 +41,7 @@ def _allowed(values: Iterable[str]) -> str:
     return ", ".join(values)
 
 
-def coerce_category(value: Any, *, field: str = "category") -> tuple[str, str | None]:
+def coerce_category(value: object, *, field: str = "category") -> tuple[str, str | None]:
     """Canonical category and a warning when a legacy name was translated."""
     folded = _folded(value)
     if folded in CATEGORY_VALUES:
@@ -52,10 +52,10 @@ def coerce_category(value: Any, *, field: str = "category") -> tuple[str, str | 
     raise InvalidInput(f"{field} must be one of {_allowed(CATEGORY_VALUES)} (got {shown(value)}).")
 
 
-def coerce_salience(value: Any, *, field: str = "salience") -> tuple[str, str | None]:
+def coerce_salience(value: object, *, field: str = "salience") -> tuple[str, str | None]:
     """Canonical salience and a warning when a numeric one ("3", "2", "1") was translated."""
     if isinstance(value, int) and not isinstance(value, bool):
-        value_text: Any = str(value)
+        value_text: object = str(value)
     else:
         value_text = value
     folded = _folded(value_text)
@@ -67,7 +67,7 @@ def coerce_salience(value: Any, *, field: str = "salience") -> tuple[str, str | 
     raise InvalidInput(f"{field} must be one of {_allowed(SALIENCE_VALUES)} (got {shown(value)}).")
 
 
-def coerce_epistemic_status(value: Any) -> str:
+def coerce_epistemic_status(value: object) -> str:
     folded = _folded(value)
     if folded in EPISTEMIC_VALUES:
         return folded
@@ -76,7 +76,7 @@ def coerce_epistemic_status(value: Any) -> str:
     )
 
 
-def coerce_bool(value: Any, *, field: str) -> bool:
+def coerce_bool(value: object, *, field: str) -> bool:
     if isinstance(value, bool):
         return value
     folded = _folded(value)
@@ -87,7 +87,7 @@ def coerce_bool(value: Any, *, field: str) -> bool:
     raise InvalidInput(f"{field} must be true or false (got {shown(value)}).")
 
 
-def coerce_int(value: Any, *, field: str, minimum: int, maximum: int) -> int:
+def coerce_int(value: object, *, field: str, minimum: int, maximum: int) -> int:
     if isinstance(value, bool):
         number = None
     elif isinstance(value, int):
@@ -105,7 +105,7 @@ def coerce_int(value: Any, *, field: str, minimum: int, maximum: int) -> int:
     return number
 
 
-def require_text(value: Any, *, field: str, limit: int, why: str = "") -> str:
+def require_text(value: object, *, field: str, limit: int, why: str = "") -> str:
     """A non-blank string of at most `limit` characters (kept as written)."""
     if not isinstance(value, str) or not value.strip():
         hint = f" {why}" if why else ""
@@ -113,7 +113,7 @@ def require_text(value: Any, *, field: str, limit: int, why: str = "") -> str:
     return check_length(value, field=field, limit=limit)
 
 
-def trimmed(value: Any) -> Any:
+def trimmed(value: object) -> object:
     """Text without surrounding white space (which is no part of a gist, nor of its length);
     anything else unchanged, for the checks to refuse."""
     return value.strip() if isinstance(value, str) else value
@@ -127,7 +127,7 @@ def check_length(value: str, *, field: str, limit: int) -> str:
         raise InvalidInput(say(error)) from None
 
 
-def optional_text(value: Any, *, field: str, limit: int = MAX_REFERENCE) -> str | None:
+def optional_text(value: object, *, field: str, limit: int = MAX_REFERENCE) -> str | None:
     """An optional string; blank means "none"."""
     if value is None:
         return None
@@ -138,7 +138,7 @@ def optional_text(value: Any, *, field: str, limit: int = MAX_REFERENCE) -> str 
     return check_length(value.strip(), field=field, limit=limit)
 
 
-def parse_list_argument(value: Any) -> list[Any]:
+def parse_list_argument(value: object) -> list[Any]:
     """A list as models send it: a real list, a JSON-encoded list, or one bare string."""
     if isinstance(value, list | tuple):
         return list(value)
@@ -152,7 +152,7 @@ def parse_list_argument(value: Any) -> list[Any]:
 
 
 def coerce_string_list(
-    value: Any, *, field: str, max_items: int = MAX_LIST_ITEMS, max_length: int = MAX_ITEM_LENGTH
+    value: object, *, field: str, max_items: int = MAX_LIST_ITEMS, max_length: int = MAX_ITEM_LENGTH
 ) -> list[str]:
     """A list of distinct non-blank strings within the limits of SPEC §2."""
     if value is None:
@@ -196,7 +196,7 @@ ID_FORMAT = (
 _MAX_ID_NUMBER = 10**_UUID_HEX_LENGTH
 
 
-def id_text(value: Any) -> Any:
+def id_text(value: object) -> object:
     """An id as models send it: a JSON number that is all digits is read as its digits (the
     MCP Inspector sends a short id such as 12345678 so); anything else is returned as sent.
     A negative or fractional number is not all digits and stays a number."""
@@ -205,7 +205,7 @@ def id_text(value: Any) -> Any:
     return value
 
 
-def parse_memory_ref(value: Any) -> uuid.UUID | str | None:
+def parse_memory_ref(value: object) -> uuid.UUID | str | None:
     """A memory id as a tool may send it: the whole id (a UUID), or a prefix of at least
     SHORT_ID_MIN hex characters (hyphens, and the brackets of a catalog line, ignored),
     returned as lowercase hex; an all-digit number counts as its digits (id_text). None
@@ -226,7 +226,7 @@ def parse_memory_ref(value: Any) -> uuid.UUID | str | None:
     return None
 
 
-def not_an_id(value: Any, *, field: str) -> InvalidInput:
+def not_an_id(value: object, *, field: str) -> InvalidInput:
     """The refusal of a value that parse_memory_ref could not read as an id; one sent as
     something other than text is told that ids are strings."""
     if isinstance(value, str):
@@ -234,7 +234,7 @@ def not_an_id(value: Any, *, field: str) -> InvalidInput:
     return InvalidInput(f"{field} must be a string: {ID_FORMAT} (got {shown(value)}).")
 
 
-def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
+def coerce_memory_id(value: object, *, field: str = "memory_id") -> uuid.UUID:
     """A whole memory id (a UUID)."""
     memory_id = coerce_memory_ref(value, field=field)
     if not isinstance(memory_id, uuid.UUID):
@@ -242,7 +242,7 @@ def coerce_memory_id(value: Any, *, field: str = "memory_id") -> uuid.UUID:
     return memory_id
 
 
-def coerce_memory_ref(value: Any, *, field: str = "memory_id") -> uuid.UUID | str:
+def coerce_memory_ref(value: object, *, field: str = "memory_id") -> uuid.UUID | str:
     """A memory id or a prefix of one (see parse_memory_ref); the caller resolves a prefix."""
     if value is None:
         raise InvalidInput(f"{field} is required: {ID_FORMAT}.")
@@ -252,7 +252,7 @@ def coerce_memory_ref(value: Any, *, field: str = "memory_id") -> uuid.UUID | st
     return memory_ref
 
 
-def memory_ref(value: Any, *, field: str = "memory_id") -> MemoryRef:
+def memory_ref(value: object, *, field: str = "memory_id") -> MemoryRef:
     """A memory id, or a prefix of one that keeps how it was sent (to quote it back)."""
     ref = coerce_memory_ref(value, field=field)
     if isinstance(ref, uuid.UUID):
@@ -260,7 +260,7 @@ def memory_ref(value: Any, *, field: str = "memory_id") -> MemoryRef:
     return IdPrefix(ref, value if isinstance(value, str) else str(value))
 
 
-def id_items(value: Any, *, field: str) -> list[Any]:
+def id_items(value: object, *, field: str) -> list[Any]:
     """The entries of a list argument of memory ids, as sent (see parse_list_argument); an
     all-digit number, like a bare string, is a list of one."""
     try:
@@ -271,7 +271,7 @@ def id_items(value: Any, *, field: str) -> list[Any]:
         ) from None
 
 
-def coerce_id_strings(value: Any, *, field: str, max_items: int) -> list[str]:
+def coerce_id_strings(value: object, *, field: str, max_items: int) -> list[str]:
     """A list argument of memory ids as distinct non-blank strings, entries sent as
     all-digit numbers read as their digits (id_text); for a caller that judges each entry
     itself."""
@@ -295,7 +295,7 @@ class IdList:
         return [*self.ids, *prefixes]
 
 
-def split_id_list(value: Any, *, field: str, max_items: int) -> IdList:
+def split_id_list(value: object, *, field: str, max_items: int) -> IdList:
     """The distinct memory ids and prefixes of a list argument, and its entries that are
     neither.
 
@@ -323,7 +323,7 @@ def split_id_list(value: Any, *, field: str, max_items: int) -> IdList:
     return IdList(list(ids), prefixes, malformed)
 
 
-def coerce_id_list(value: Any, *, field: str, max_items: int) -> IdList:
+def coerce_id_list(value: object, *, field: str, max_items: int) -> IdList:
     """Like split_id_list, but an entry that is not an id (nor a prefix) refuses the list."""
     id_list = split_id_list(value, field=field, max_items=max_items)
     if id_list.malformed:
@@ -331,7 +331,7 @@ def coerce_id_list(value: Any, *, field: str, max_items: int) -> IdList:
     return id_list
 
 
-def coerce_since(value: Any) -> datetime:
+def coerce_since(value: object) -> datetime:
     text = value.isoformat() if isinstance(value, datetime) else value
     if isinstance(text, str) and text.strip():
         try:

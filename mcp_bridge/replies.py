@@ -72,7 +72,7 @@ async def run_tool(
     /,
     *,
     ahead: Callable[[], Awaitable[Mapping[str, Any]]] | None = None,
-    **arguments: Any,
+    **arguments: object,
 ) -> CallToolResult:
     """Call `service(owner=<token user>, **arguments)` and reply with its JSON.
 

@@ -20,7 +20,8 @@ from mcp_bridge.auth import DjangoTokenVerifier, auth_settings, token_caller, to
 from mcp_bridge.database import run_sync
 from mcp_bridge.replies import UNEXPECTED, logger
 from mcp_bridge.request_log import RequestLogMiddleware
-from mcp_bridge.tools import DEFINITIONS, reflect_text
+from mcp_bridge.tools import DEFINITIONS
+from mcp_bridge.tools.reflect import reflect_text
 from memories.errors import InvalidInput
 from memories.jsonutil import dumps
 

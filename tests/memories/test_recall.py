@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seed_profile")]
 
 # The package re-exports the function under the module's name.
 recall_module = importlib.import_module("memories.services.recall")
-handlers_module = importlib.import_module("mcp_bridge.handlers")
+recall_tool = importlib.import_module("mcp_bridge.tools.recall")
 
 LATER = NOW + timedelta(hours=2)
 
@@ -353,7 +353,7 @@ def test_reply_stops_before_100000_characters_and_says_so(user, make_memory):
 
 
 def test_the_truncation_note_names_the_reply_limit_in_force(user, make_memory, monkeypatch):
-    monkeypatch.setattr(handlers_module, "MAX_REPLY_CHARS", 30_000)
+    monkeypatch.setattr(recall_tool, "MAX_REPLY_CHARS", 30_000)
     for i in range(3):
         make_memory(content=f"{i} " + "w" * 19_990, gist=f"Big {i}", salience="high")
     reply = recall(owner=user, limit=3, now=LATER)

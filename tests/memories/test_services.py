@@ -104,7 +104,7 @@ def test_what_the_interfaces_import_from_a_face_is_what_it_exports():
         for name in _imported_names(path)
         if name.rpartition(".")[2] not in faces[name.rpartition(".")[0]]
     ]
-    assert _imported_names(Path(settings.BASE_DIR) / "mcp_bridge" / "handlers.py")
+    assert _imported_names(Path(settings.BASE_DIR) / "mcp_bridge" / "tools" / "remember.py")
     assert past_the_face == []
 
 
