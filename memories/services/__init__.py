@@ -25,7 +25,7 @@ the restore can then be held to.
 
 A read that an interface lays out returns plain values (ReflectPayload, ReflectHistory,
 SuggestionGroup, Ranking) or a str, and `status` a StoreStatus. No service builds a reply: the
-tools' JSON is made in mcp_bridge.handlers, the pages' words in dashboard.
+tools' JSON is made in mcp_bridge.tools (one module per tool), the pages' words in dashboard.
 """
 
 from memories.services.closings import close
