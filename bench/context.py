@@ -43,7 +43,7 @@ from bench import locomo, retrieval
 from bench.loading import ensure_users
 from bench.replay import QUESTION_GAP, START_AFTER, by_conversation
 from mcp_bridge.handlers import recall, remember
-from memories.payload import ReflectPayload
+from memories.payload_entries import ReflectPayload
 from memories.services import reflect
 
 PROTOCOLS = ("static", "growing")

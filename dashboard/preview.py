@@ -10,7 +10,7 @@ from typing import Any
 
 from django.utils.timesince import timesince
 
-from memories.payload import CatalogEntry, CoreEntry, ReflectPayload, catalog_headings
+from memories.payload_entries import CatalogEntry, CoreEntry, ReflectPayload, catalog_headings
 from memories.services import ReflectHistory
 from memories.vocabulary import CATEGORY_ORDER, home_category
 

@@ -10,13 +10,12 @@ from django.db.models.functions import Length
 
 from memories.conf import catalog_window_days, meaning_model, reflect_max_tokens
 from memories.models import Closing, Memory, Salience, StoreCount, User
-from memories.payload import (
+from memories.payload import build_reflect_payload, catalog_read_bound
+from memories.payload_entries import (
     CatalogEntry,
     ClosingEntry,
     CoreEntry,
     ReflectPayload,
-    build_reflect_payload,
-    catalog_read_bound,
     core_content_fits,
     max_lines,
 )

@@ -9,7 +9,7 @@ from django.utils.html import escape
 
 from dashboard.preview import Preview, build_preview
 from memories.models import ReflectCall
-from memories.payload import ReflectPayload
+from memories.payload_entries import ReflectPayload
 from memories.services import close, record_reflect, reflect
 from tests.dashboard.conftest import htmx
 

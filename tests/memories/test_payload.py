@@ -15,21 +15,23 @@ from hypothesis import strategies as st
 
 from memories.jsonutil import dumps
 from memories.payload import (
-    CLOSING_MIN_CHARS,
     GIVES_WAY,
+    GivesWay,
+    _Builder,
+    _Layout,
+    build_reflect_payload,
+    catalog_read_bound,
+)
+from memories.payload_entries import (
+    CLOSING_MIN_CHARS,
     SHORTENED_MARKER,
     USAGE_NOTE,
     CatalogEntry,
     ClosingEntry,
     CoreEntry,
-    GivesWay,
-    _Builder,
-    _Layout,
-    build_reflect_payload,
     catalog_headings,
     catalog_note,
     catalog_order,
-    catalog_read_bound,
     core_content_fits,
     estimate_tokens,
     max_lines,

@@ -322,7 +322,8 @@ def test_core_text_that_cannot_fit_in_full_is_not_read(user, make_memory):
 def test_lines_beyond_what_could_fit_are_counted_not_read_and_the_payload_is_unchanged(
     user, make_memory
 ):
-    from memories.payload import CatalogEntry, build_reflect_payload, max_lines
+    from memories.payload import build_reflect_payload
+    from memories.payload_entries import CatalogEntry, max_lines
 
     saliences = ["high", "medium", "low"]
     made = [

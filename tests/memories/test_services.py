@@ -133,7 +133,13 @@ def test_recall_builds_on_the_models_and_imports_no_other_room():
     assert (
         _reaching(
             ("memories/recall",),
-            ("memories.services", "memories.portability", "memories.payload", *INTERFACE_PACKAGES),
+            (
+                "memories.services",
+                "memories.portability",
+                "memories.payload",
+                "memories.payload_entries",
+                *INTERFACE_PACKAGES,
+            ),
         )
         == []
     )
