@@ -1,14 +1,18 @@
-"""The fixed cost of a call: recall by 5 ids over HTTP against the floor (bench.floor_app,
-a bare bearer-checking ASGI endpoint under the same uvicorn), measured in one run.
+"""The fixed cost of a call: a tool call over HTTP against the floor (bench.floor_app, a
+bare bearer-checking ASGI endpoint under the same uvicorn), measured in one run.
 
-A 1,000-memory SQLite store is prepared as the service bench prepares it; one uvicorn
-worker serves it from this checkout and, with `--before PATH`, a second from another
-checkout (e.g. `git archive <commit> | tar -x -C PATH`) on the same database; rounds
-of `--calls` calls go to each in turn (interleaved), over one kept-alive HTTP client
-posting the JSON-RPC request as Claude's clients do (no MCP client library: the same
-client for the floor and for Taproot).
+A 1,000-memory store is prepared as the service bench prepares it, on SQLite (a file in
+a temporary folder) or PostgreSQL (`--backend postgres`: the database `<name>_fixed_cost`
+of `--postgres-url`, made afresh); one uvicorn worker serves it from this checkout and,
+with `--before PATH`, a second from another checkout (e.g. `git archive <commit> | tar -x
+-C PATH`) on the same database; rounds of `--calls` calls go to each in turn
+(interleaved), over one kept-alive HTTP client posting the JSON-RPC request as Claude's
+clients do (no MCP client library: the same client for the floor and for Taproot).
+The call is recall by 5 ids (`--tool recall`) or a remember of a new memory of a few
+words (`--tool remember`). The load average is printed before and after.
 
     .venv/bin/python -m bench.fixed_cost [--before PATH] [--rounds 8] [--calls 100]
+        [--backend sqlite|postgres] [--postgres-url URL] [--tool recall|remember]
 """
 
 import argparse
@@ -24,7 +28,15 @@ from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.database import bench_environment, setup_django, sqlite_database
+from bench.database import (
+    DEFAULT_POSTGRES_URL,
+    BenchDatabase,
+    bench_environment,
+    postgres_database,
+    recreate,
+    setup_django,
+    sqlite_database,
+)
 from bench.http_bench import ROOT, _wait_until_healthy, free_port, public_url
 from bench.timing import percentile
 
@@ -52,10 +64,18 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="another checkout to measure beside")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
+    parser.add_argument("--tool", choices=["recall", "remember"], default="recall")
     args = parser.parse_args()
 
-    folder = Path(tempfile.mkdtemp(prefix="taproot-fixed-cost-"))
-    database = sqlite_database(folder, "store")
+    database: BenchDatabase
+    if args.backend == "postgres":
+        database = postgres_database(args.postgres_url, "fixed_cost")
+        recreate(database)
+    else:
+        database = sqlite_database(Path(tempfile.mkdtemp(prefix="taproot-fixed-cost-")), "store")
+    load_before = os.getloadavg()
     port = free_port()
     os.environ["TAPROOT_PUBLIC_URL"] = public_url(port)
     setup_django(database.url)
@@ -74,6 +94,18 @@ def main() -> None:
     ]
     rng = random.Random(7)
     id_sets = [rng.sample(ids, RECALL_BY_IDS) for _ in range(100)]
+    words = ["harbour", "violin", "lantern", "orchard", "glacier", "compass", "meadow"]
+
+    def arguments(n: int) -> dict[str, object]:
+        if args.tool == "recall":
+            return {"ids": id_sets[n % len(id_sets)]}
+        # A new memory each call (the service refuses an exact repeat).
+        picked = " ".join(rng.choice(words) for _ in range(4))
+        return {"category": "episodic", "content": f"Call {n}: the {picked}."}
+
+    from django.db import connections
+
+    connections.close_all()  # a PostgreSQL database keeps no idle connection of ours
 
     # Every server answers as the same public URL, so one token serves them all.
     env = {
@@ -98,27 +130,29 @@ def main() -> None:
             "Authorization": f"Bearer {token}",
             "Accept": "application/json, text/event-stream",
         }
+        sent = 0
         for round_ in range(args.rounds):
             for name, url in urls.items():
                 for i in range(args.calls + (5 if round_ == 0 else 0)):
+                    sent += 1
                     body = {
                         "jsonrpc": "2.0",
                         "id": 2,
                         "method": "tools/call",
-                        "params": {
-                            "name": "taproot_recall",
-                            "arguments": {"ids": id_sets[i % len(id_sets)]},
-                        },
+                        "params": {"name": f"taproot_{args.tool}", "arguments": arguments(sent)},
                     }
                     started = time.perf_counter()
                     response = client.post(f"{url}/mcp", json=body, headers=headers)
                     elapsed = (time.perf_counter() - started) * 1000
-                    if response.status_code != 200 or "error" in response.json():
+                    answer = response.json()
+                    if response.status_code != 200 or "error" in answer:
                         raise RuntimeError(f"{name}: {response.status_code} {response.text[:300]}")
+                    if name != "floor" and answer["result"].get("isError"):
+                        raise RuntimeError(f"{name}: {response.text[:300]}")
                     if round_ or i >= 5:
                         samples[name].append(elapsed)
     floor = percentile(samples["floor"], 0.5)
-    figures = {
+    figures: dict[str, dict[str, object]] = {
         name: {
             "median_ms": round(percentile(values, 0.5), 3),
             "p95_ms": round(percentile(values, 0.95), 3),
@@ -126,6 +160,12 @@ def main() -> None:
             "calls": len(values),
         }
         for name, values in samples.items()
+    }
+    figures["run"] = {
+        "backend": args.backend,
+        "tool": args.tool,
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
     }
     print(json.dumps(figures))
 
