@@ -8,6 +8,9 @@ with `--before PATH`, a second from another checkout (e.g. `git archive <commit>
 -C PATH`) on the same database; rounds of `--calls` calls go to each in turn
 (interleaved), over one kept-alive HTTP client posting the JSON-RPC request as Claude's
 clients do (no MCP client library: the same client for the floor and for Taproot).
+Besides the latency, each server's CPU time (all its threads, from /proc) over the
+rounds after the first, per call: on a busy machine the latency mostly measures the wait
+for a core, the CPU time what the call costs.
 The call is recall by 5 ids (`--tool recall`) or a remember of a new memory of a few
 words (`--tool remember`). The load average is printed before and after.
 
@@ -44,7 +47,8 @@ RECALL_BY_IDS = 5
 
 
 @contextmanager
-def server(root: Path, env: dict[str, str], app: str, port: int) -> Iterator[str]:
+def server(root: Path, env: dict[str, str], app: str, port: int) -> Iterator[tuple[str, int]]:
+    """The server's URL and process id, while it runs."""
     with tempfile.NamedTemporaryFile("w+b", prefix="taproot-fixed-cost-", suffix=".log") as log:
         command = [sys.executable, "-m", "taproot_site.server", app, "--host", "127.0.0.1"]
         command += ["--port", str(port), "--workers", "1", "--log-level", "warning"]
@@ -53,10 +57,16 @@ def server(root: Path, env: dict[str, str], app: str, port: int) -> Iterator[str
         try:
             url = f"http://127.0.0.1:{port}"
             _wait_until_healthy(url, process, Path(log.name))
-            yield url
+            yield url, process.pid
         finally:
             process.terminate()
             process.wait(timeout=15)
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, all threads) the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -119,12 +129,16 @@ def main() -> None:
     if args.before is not None:
         targets["before"] = args.before.resolve()
     samples: dict[str, list[float]] = {name: [] for name in targets}
+    # The servers' CPU time over the measured calls: unlike the latency, barely moved by
+    # what else the machine runs.
+    cpu = dict.fromkeys(targets, 0.0)
+    pids = {}
     with ExitStack() as stack, httpx2.Client(timeout=30) as client:
         urls = {}
         for n, (name, root) in enumerate(targets.items()):
             app = "bench.floor_app:app" if name == "floor" else "taproot_site.asgi:application"
             own_port = port if n == 0 else free_port()
-            urls[name] = stack.enter_context(server(root, env, app, own_port))
+            urls[name], pids[name] = stack.enter_context(server(root, env, app, own_port))
         time.sleep(2)
         headers = {
             "Authorization": f"Bearer {token}",
@@ -133,6 +147,8 @@ def main() -> None:
         sent = 0
         for round_ in range(args.rounds):
             for name, url in urls.items():
+                if round_:
+                    cpu[name] -= cpu_seconds(pids[name])
                 for i in range(args.calls + (5 if round_ == 0 else 0)):
                     sent += 1
                     body = {
@@ -151,6 +167,8 @@ def main() -> None:
                         raise RuntimeError(f"{name}: {response.text[:300]}")
                     if round_ or i >= 5:
                         samples[name].append(elapsed)
+                if round_:
+                    cpu[name] += cpu_seconds(pids[name])
     floor = percentile(samples["floor"], 0.5)
     figures: dict[str, dict[str, object]] = {
         name: {
@@ -158,6 +176,8 @@ def main() -> None:
             "p95_ms": round(percentile(values, 0.95), 3),
             "times_floor": round(percentile(values, 0.5) / floor, 2),
             "calls": len(values),
+            "cpu_ms_per_call": round(cpu[name] * 1000 / (args.calls * max(args.rounds - 1, 1)), 3),
+            "times_floor_cpu": round(cpu[name] / cpu["floor"], 2) if cpu["floor"] else None,
         }
         for name, values in samples.items()
     }
