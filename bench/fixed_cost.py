@@ -5,7 +5,7 @@ A 1,000-memory store is prepared as the service bench prepares it, on SQLite (a 
 a temporary folder) or PostgreSQL (`--backend postgres`: the database `<name>_fixed_cost`
 of `--postgres-url`, made afresh); one uvicorn worker serves it from this checkout and,
 with `--before PATH`, a second from another checkout (e.g. `git archive <commit> | tar -x
--C PATH`) on the same database; rounds of `--calls` calls go to each in turn
+-C PATH`), each on a copy of the store; rounds of `--calls` calls go to each in turn
 (interleaved), over one kept-alive HTTP client posting the JSON-RPC request as Claude's
 clients do (no MCP client library: the same client for the floor and for Taproot).
 Besides the latency, each server's CPU time (all its threads, from /proc) over the
@@ -35,6 +35,8 @@ from bench.database import (
     DEFAULT_POSTGRES_URL,
     BenchDatabase,
     bench_environment,
+    checkpoint,
+    copy_database,
     postgres_database,
     recreate,
     setup_django,
@@ -67,6 +69,26 @@ def cpu_seconds(pid: int) -> float:
     """The CPU time (user and system, all threads) the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _copies(database: BenchDatabase, names: list[str]) -> dict[str, BenchDatabase]:
+    """A copy of the store for each name, with this process's connections closed."""
+    from django.db import connections
+
+    checkpoint()  # the token too in SQLite's file, which the copies are made of
+    connections.close_all()  # nor is a PostgreSQL database copied while we hold it
+    for held in connections.all():
+        if getattr(held, "pool", None) is not None:
+            held.close_pool()  # type: ignore[attr-defined]  # PostgreSQL's only
+    copies = {}
+    for name in names:
+        if database.backend == "sqlite":
+            path = Path(database.url[len("sqlite:///") :])
+            copies[name] = sqlite_database(path.parent, f"{path.stem}_{name}")
+        else:
+            copies[name] = BenchDatabase("postgres", f"{database.url}_{name}")
+        copy_database(database, copies[name])
+    return copies
 
 
 def main() -> None:
@@ -111,11 +133,7 @@ def main() -> None:
             return {"ids": id_sets[n % len(id_sets)]}
         # A new memory each call (the service refuses an exact repeat).
         picked = " ".join(rng.choice(words) for _ in range(4))
-        return {"category": "episodic", "content": f"Call {n}: the {picked}."}
-
-    from django.db import connections
-
-    connections.close_all()  # a PostgreSQL database keeps no idle connection of ours
+        return {"category": "episodic", "content": f"Call {n}: the {picked}.", "gist": picked}
 
     # Every server answers as the same public URL, so one token serves them all.
     env = {
@@ -128,6 +146,10 @@ def main() -> None:
     targets = {"floor": ROOT, "after": ROOT}
     if args.before is not None:
         targets["before"] = args.before.resolve()
+    # Each Taproot server has a copy of the store of its own: both write (a recall records
+    # its use, the clients page its calls), and on one SQLite file the writes of one
+    # would wait for the other's (a wait that costs no CPU and lands on either).
+    copies = _copies(database, [name for name in targets if name != "floor"])
     samples: dict[str, list[float]] = {name: [] for name in targets}
     # The servers' CPU time over the measured calls: unlike the latency, barely moved by
     # what else the machine runs.
@@ -138,7 +160,8 @@ def main() -> None:
         for n, (name, root) in enumerate(targets.items()):
             app = "bench.floor_app:app" if name == "floor" else "taproot_site.asgi:application"
             own_port = port if n == 0 else free_port()
-            urls[name], pids[name] = stack.enter_context(server(root, env, app, own_port))
+            own_env = env if name == "floor" else {**env, "DATABASE_URL": copies[name].url}
+            urls[name], pids[name] = stack.enter_context(server(root, own_env, app, own_port))
         time.sleep(2)
         headers = {
             "Authorization": f"Bearer {token}",
