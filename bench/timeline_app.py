@@ -1,6 +1,7 @@
 """Taproot's ASGI application with a timeline of each /mcp request: bench.call_timeline
 serves it, from this checkout or another (it copies this file next to the worker as
-`taproot_call_timeline`, so it imports nothing of this checkout's bench).
+`taproot_call_timeline`, so it imports nothing of this checkout's bench), in place of
+`taproot_site.asgi:application`.
 
 Each request notes `perf_counter` at its steps: arrival, each trip to a database thread
 (submitted, started there, ended there, resumed on the loop), the user's place, the SDK's
@@ -21,8 +22,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from taproot_site.asgi import application as taproot
-
+# The application the worker serves, wrapped (set when the worker's copy is imported).
+taproot: Any = None
 Marks = list[tuple[str, float]]
 _marks: contextvars.ContextVar[Marks | None] = contextvars.ContextVar("timeline", default=None)
 _requests: list[Marks] = []
@@ -161,4 +162,7 @@ async def application(scope: Any, receive: Callable[..., Any], send: Callable[..
 
 
 if __name__ != "bench.timeline_app":  # the worker's copy; the bench's tests import this one
+    # Named as the rest of the bench names it to uvicorn ("taproot_site.asgi:application"):
+    # the bench, like every app, imports nothing of the project package.
+    taproot = importlib.import_module("taproot_site.asgi").application
     _instrument()
