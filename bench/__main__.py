@@ -46,6 +46,7 @@ STORE_SOURCES = (
     "bench/loading.py",
     "memories/recall/indexing.py",
     "memories/recall/ranking.py",
+    "memories/recall/tokens.py",
     "memories/models/choices.py",
     "memories/models/memory.py",
     "memories/models/recall_index.py",
