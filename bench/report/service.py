@@ -270,8 +270,8 @@ def growth_section(results: dict[str, Any]) -> str:
 # The context-economy issue (15): in-process medians at 10,000 memories, in ms.
 ECONOMY_TARGETS: dict[str, float] = {"reflect": 15.0, "status": 25.0}
 # Catalog lines per 1,000 payload tokens on the 1,000-memory store must reach this many
-# times the figure before the issue, which was measured (not computed here) at commit
-# f83a154 with `bench/run --sizes 1000 --parts service --backends sqlite --only
+# times the figure before the issue, which was measured (not computed here) as issue 15
+# began, with `bench/run --sizes 1000 --parts service --backends sqlite --only
 # reflect,status`: 107 catalog lines in a payload of 7,979 tokens, on the store as
 # prepared (seed 7; the payload is the same on PostgreSQL).
 LINES_PER_TOKEN_GAIN = 1.25
