@@ -133,7 +133,9 @@ class Band:
     keys: list[int]  # uuid.UUID.int of each row's memory
     scores: list[float]
     # When the cut left matches unscored, the memories holding a query word, the filters
-    # unasked: then more than the rows, and at least `limit`, as the exact count is.
+    # unasked: then more than the rows, and at least `limit`, as the exact count is. When
+    # it left postings unread (`_by_impact`), one more than the matches read: more than
+    # the rows and at least `limit` all the same, not how many.
     matched: int
     scored: int  # the matches scored: fewer than matched when the cut left some out
     rows: list[tuple[Any, ...]] = field(repr=False)
