@@ -8,11 +8,14 @@ memories that share a token with the query and could take a place (or every memo
 a blank query), and returns the winners, plus any row floating point could have put in
 the wrong place:
 
-- The statement counts every match's hits, but joins to its entry and scores only those
+- For a query of one word, a first statement scores a few matches to find a floor
+  under the cut; then only the postings that can hold a match within reach of it are
+  read (memories.recall.impact, `_by_impact`): for a common word, its keyword postings
+  alone, never grouped. A query of several words reads and groups every posting.
+- The statement counts those matches' hits, but joins to its entry and scores only those
   whose hits leave them a chance: a bound on the cut from the matches with the most
   hits, and the most history and salience any memory can have, leave out the rest
-  without changing the answer (`_cut_by_bound`). So a query of common words costs about
-  its answer, not its posting lists, once the hits are counted.
+  without changing the answer (`_cut_by_bound`).
 
 - A memory never retrieved scores from integers and the configured weights alone, with
   the reference's operations in the reference's order, so SQL computes exactly the
@@ -55,6 +58,7 @@ from memories.models import (
     RecallEntry,
     RecallIndex,
 )
+from memories.recall import impact
 from memories.recall.ranking import SEED_HISTORY, ActivationConfig, Candidate, semantic_shares
 from memories.recall.sql import _double, _in, _join, _real, _Sql, _sql, _table
 from memories.timeutil import micros
@@ -130,7 +134,9 @@ class Band:
     keys: list[int]  # uuid.UUID.int of each row's memory
     scores: list[float]
     # When the cut left matches unscored, the memories holding a query word, the filters
-    # unasked: then more than the rows, and at least `limit`, as the exact count is.
+    # unasked: then more than the rows, and at least `limit`, as the exact count is. When
+    # it left postings unread (`_by_impact`), one more than the matches read: more than
+    # the rows and at least `limit` all the same, not how many.
     matched: int
     scored: int  # the matches scored: fewer than matched when the cut left some out
     rows: list[tuple[Any, ...]] = field(repr=False)
@@ -184,23 +190,6 @@ def best_candidates(
     entry = _table(RecallEntry)
     ctes = []
     if weights is not None:
-        keyword, content = factors
-        by_key = _join(
-            " ", (_sql("WHEN %s THEN %s", key, weight) for key, weight in weights.items())
-        )
-        ctes.append(
-            _sql(
-                "hits AS MATERIALIZED (SELECT t.entry_id AS id, SUM("
-                "CASE t.key %s END * CASE WHEN t.in_keywords THEN %s ELSE %s END) AS hits"
-                f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN (%s)"
-                " GROUP BY t.entry_id)",
-                by_key,
-                keyword,
-                content,
-                owner_id,
-                _in(weights),
-            )
-        )
         source = f"kept h JOIN {entry} e ON e.id = h.id"
         hits = "h.hits"
     else:
@@ -255,16 +244,41 @@ def best_candidates(
     if blend:
         reach += config.relevance_weight * float(semantic_share) * cosine_ceiling / 1000
     scoring = list(conditions)
+    # How many memories match, when the cut left some unscored (see Band.matched).
+    matched = "(SELECT COUNT(*) FROM hits)"
     if weights is not None:
+        relevance_weight = config.relevance_weight * float(lexical_share)
+        read = _by_impact(
+            owner_id,
+            entry,
+            weights=weights,
+            factors=factors,
+            denominator=denominator,
+            score=score,
+            conditions=_join(" AND ", conditions),
+            limit=limit,
+            reach=reach,
+            relevance_weight=relevance_weight,
+            config=config,
+        )
+        if read is None:
+            ctes.append(_all_hits(owner_id, weights, factors))
+            floor = None
+        else:
+            ctes.append(read.hits)
+            floor = read.floor
+            if not read.whole:
+                matched = "(SELECT COUNT(*) + 1 FROM hits)"
         bounds, within_reach = _cut_by_bound(
             entry,
             score=score,
             salience=salience,
-            relevance=_relevance_sql(config.relevance_weight * float(lexical_share), denominator),
+            relevance=_relevance_sql(relevance_weight, denominator),
             conditions=_join(" AND ", conditions),
             limit=limit,
             reach=reach,
             config=config,
+            floor=floor,
         )
         ctes += bounds
         scoring += within_reach
@@ -287,12 +301,13 @@ def best_candidates(
     )
     columns = "band.id, band.salience, band.rc, band.lr, band.cr, band.up, band.hits, band.score"
     scored = "(SELECT COUNT(*) FROM scored)"
-    matched = scored
-    if weights is not None:
+    if weights is None:
+        matched = scored
+    else:
         # Rows the bound left unscored are matches too, unless the filters refuse them.
         matched = (
             "(CASE WHEN (SELECT score FROM floor) IS NULL"
-            " THEN (SELECT COUNT(*) FROM scored) ELSE (SELECT COUNT(*) FROM hits) END)"
+            f" THEN (SELECT COUNT(*) FROM scored) ELSE {matched} END)"
         )
     if blend:
         # Every row the cosine part could lift past the cut, best first.
@@ -335,6 +350,7 @@ def _cut_by_bound(
     limit: int,
     reach: float,
     config: ActivationConfig,
+    floor: float | None = None,
 ) -> tuple[list["_Sql"], list["_Sql"]]:
     """The CTEs `floor` and `kept`: the matches that can still score within `reach` of
     the cut, so that only those are joined to their entries; and the condition that
@@ -352,7 +368,8 @@ def _cut_by_bound(
     (the logarithm and the power) is computed only if that leaves it a chance. Floats
     round monotonically, so the bounds hold bit for bit; EPSILON more is margin.
 
-    The seed's history is unbounded: there every match is kept.
+    The seed's history is unbounded: there every match is kept. A `floor` known already
+    (`_by_impact` found it) is the floor.
     """
     if config.history == SEED_HISTORY:
         return [_Sql("floor AS (SELECT NULL AS score)"), _Sql("kept AS (SELECT * FROM hits)")], []
@@ -370,8 +387,10 @@ def _cut_by_bound(
         relevance,
         reach + EPSILON,
     )
-    return [
-        _sql(
+    if floor is not None:
+        lowest = _sql("floor AS (SELECT %s AS score)", _double(floor))
+    else:
+        lowest = _sql(
             "floor AS (SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END AS score"
             " FROM (SELECT %s AS score FROM"
             " (SELECT * FROM hits ORDER BY hits DESC LIMIT %s) AS h"
@@ -381,7 +400,9 @@ def _cut_by_bound(
             probe,
             conditions,
             limit,
-        ),
+        )
+    return [
+        lowest,
         _sql(
             "kept AS (SELECT h.* FROM hits h WHERE (SELECT score FROM floor) IS NULL"
             " OR %s + %s >= (SELECT score FROM floor) - %s)",
@@ -390,6 +411,124 @@ def _cut_by_bound(
             reach + EPSILON,
         ),
     ], [within_reach]
+
+
+def _all_hits(owner_id: int, weights: Mapping[str, int], factors: tuple[int, int]) -> "_Sql":
+    """The CTE `hits`: every match of the query and its hits, from every posting."""
+    return _sql(
+        "hits AS MATERIALIZED (SELECT t.entry_id AS id, %s AS hits"
+        f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN (%s)"
+        " GROUP BY t.entry_id)",
+        _hits_sum(weights, factors),
+        owner_id,
+        _in(weights),
+    )
+
+
+def _hits_sum(weights: Mapping[str, int], factors: tuple[int, int]) -> "_Sql":
+    """A memory's hits, summed over its postings `t` of the query's words."""
+    keyword, content = factors
+    by_key = _join(" ", (_sql("WHEN %s THEN %s", key, weight) for key, weight in weights.items()))
+    return _sql(
+        "SUM(CASE t.key %s END * CASE WHEN t.in_keywords THEN %s ELSE %s END)",
+        by_key,
+        keyword,
+        content,
+    )
+
+
+@dataclass(frozen=True)
+class _Impact:
+    """What `_by_impact` found: a floor, and the CTE `hits` of the matches that can score
+    within reach of it (`whole`: every match)."""
+
+    floor: float
+    hits: "_Sql"
+    whole: bool
+
+
+def _by_impact(
+    owner_id: int,
+    entry: str,
+    *,
+    weights: Mapping[str, int],
+    factors: tuple[int, int],
+    denominator: int,
+    score: "_Sql",
+    conditions: "_Sql",
+    limit: int,
+    reach: float,
+    relevance_weight: float,
+    config: ActivationConfig,
+) -> _Impact | None:
+    """For a query of one word: a floor the cut can only be above, and the CTE `hits` of
+    the matches read from only the classes of postings that hold every match within
+    `reach` of it (memories.recall.impact), each match's hits its one posting's, never
+    grouped. None when every posting is read and grouped as before (`_all_hits`): a
+    query of several words, the seed's unbounded history, or a probe that found fewer
+    than `limit` matches the filters admit.
+
+    The probe: the first PROBE postings (in index order) of the word's keyword class,
+    and the `limit`-th best score of those the filters admit: the cut is the `limit`-th
+    best of a superset.
+
+    A query of several words reads every posting: a memory's hits then need all its
+    postings, and searching the index for those of the few memories a keyword class
+    holds costs about three times reading a posting in turn (on SQLite at 100,000
+    memories), more than it saves unless keyword postings are under a sixth of the
+    query's postings divided by its words.
+    """
+    if config.history == SEED_HISTORY or denominator <= 0 or len(weights) != 1:
+        return None
+    ((key, weight),) = weights.items()
+    keyword, content = factors
+    ordered = impact.classes(weights, factors)
+    token = _table(MemoryToken)
+
+    def posting_hits(classes: Sequence[impact.Posting]) -> _Sql:
+        return _sql(
+            "SELECT entry_id AS id, CASE WHEN in_keywords THEN %s ELSE %s END AS hits"
+            f" FROM {token} WHERE owner_id = %s AND key = %s AND in_keywords IN (%s)",
+            keyword * weight,
+            content * weight,
+            owner_id,
+            key,
+            _in(sorted({p.in_keywords for p in classes})),
+        )
+
+    sql = _sql(
+        "SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END FROM"
+        " (SELECT %s AS score FROM (%s LIMIT %s) AS h JOIN"
+        f" {entry} e ON e.id = h.id WHERE %s ORDER BY score DESC LIMIT %s) AS best",
+        limit,
+        score,
+        posting_hits(ordered[:1]),
+        max(PROBE, 4 * limit),
+        conditions,
+        limit,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql.text, sql.params)
+        ((floor,),) = cursor.fetchall()
+    if floor is None:
+        return None
+    most_history = max(config.history_weight, 0.0)
+    most_salience = max(
+        config.salience_weight * value
+        for value in [*config.salience_scores.values(), config.salience_scores[MEDIUM]]
+    )
+    read = impact.to_read(
+        weights,
+        factors,
+        relevance_weight=relevance_weight,
+        denominator=denominator,
+        ceiling=most_history + most_salience,
+        floor=float(floor),
+        reach=reach,
+    )
+    # The floor is the score of matches in the first class, so that class is always read.
+    hits = _sql("hits AS MATERIALIZED (%s)", posting_hits(read or ordered[:1]))
+    return _Impact(float(floor), hits, whole=len(read) == len(ordered))
 
 
 def _relevance_sql(weight: float, denominator: int) -> "_Sql":
