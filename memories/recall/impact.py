@@ -21,11 +21,24 @@ that is its keyword postings, about a seventh of them in the bench's stores.
 Any order of taking is sound (the most falls whichever class goes); keyword ones first
 because they are few. Hits are integers and the bound is checked with MARGIN to spare,
 so float rounding cannot let a match that could place go unread.
+
+The statements that read them are here too (`read_one_word`, and `all_hits` when every
+posting must be read); memories.recall.scoring builds the rest of the ranking on them.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from django.db import connection
+
+from memories.models import MemoryToken
+from memories.recall.ranking import SEED_HISTORY, ActivationConfig
+from memories.recall.sql import _in, _join, _Sql, _sql, _table
+from memories.vocabulary import MEDIUM
+
+# How many of the matches with the most hits are scored first, to bound the cut from
+# below (scoring.best_candidates): enough that the filters usually leave `limit` of them.
+PROBE = 64
 # Margin on each bound, far above the rounding of the few float operations that make a
 # score (about 1e-15 on scores below 100) and the same as the band's (scoring.EPSILON).
 MARGIN = 1e-9
@@ -90,3 +103,130 @@ def to_read(
         rest = [p.hits for p in ordered if p.key == posting.key and p not in taken]
         best[posting.key] = max(rest, default=0)
     return taken
+
+
+def most_history_and_salience(config: ActivationConfig) -> tuple[float, float]:
+    """The most history and the most salience part any memory can have in a score."""
+    most_history = max(config.history_weight, 0.0)
+    most_salience = max(
+        config.salience_weight * value
+        for value in [*config.salience_scores.values(), config.salience_scores[MEDIUM]]
+    )
+    return most_history, most_salience
+
+
+# --- the statements -----------------------------------------------------------------------
+
+
+def all_hits(owner_id: int, weights: Mapping[str, int], factors: tuple[int, int]) -> _Sql:
+    """The CTE `hits`: every match of the query and its hits, from every posting."""
+    return _sql(
+        "hits AS MATERIALIZED (SELECT t.entry_id AS id, %s AS hits"
+        f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN (%s)"
+        " GROUP BY t.entry_id)",
+        hits_sum(weights, factors),
+        owner_id,
+        _in(weights),
+    )
+
+
+def hits_sum(weights: Mapping[str, int], factors: tuple[int, int]) -> _Sql:
+    """A memory's hits, summed over its postings `t` of the query's words."""
+    keyword, content = factors
+    by_key = _join(" ", (_sql("WHEN %s THEN %s", key, weight) for key, weight in weights.items()))
+    return _sql(
+        "SUM(CASE t.key %s END * CASE WHEN t.in_keywords THEN %s ELSE %s END)",
+        by_key,
+        keyword,
+        content,
+    )
+
+
+@dataclass(frozen=True)
+class OneWordRead:
+    """What `read_one_word` found: a floor, and the CTE `hits` of the matches that can score
+    within reach of it (`whole`: every match)."""
+
+    floor: float
+    hits: _Sql
+    whole: bool
+
+
+def read_one_word(
+    owner_id: int,
+    entry: str,
+    *,
+    weights: Mapping[str, int],
+    factors: tuple[int, int],
+    denominator: int,
+    score: _Sql,
+    conditions: _Sql,
+    limit: int,
+    reach: float,
+    relevance_weight: float,
+    config: ActivationConfig,
+) -> OneWordRead | None:
+    """For a query of one word: a floor the cut can only be above, and the CTE `hits` of
+    the matches read from only the classes of postings that hold every match within
+    `reach` of it (memories.recall.impact), each match's hits its one posting's, never
+    grouped. None when every posting is read and grouped as before (`all_hits`): a
+    query of several words, the seed's unbounded history, or a probe that found fewer
+    than `limit` matches the filters admit.
+
+    The probe: the first PROBE postings (in index order) of the word's keyword class,
+    and the `limit`-th best score of those the filters admit: the cut is the `limit`-th
+    best of a superset.
+
+    A query of several words reads every posting: a memory's hits then need all its
+    postings, and searching the index for those of the few memories a keyword class
+    holds costs about three times reading a posting in turn (on SQLite at 100,000
+    memories), more than it saves unless keyword postings are under a sixth of the
+    query's postings divided by its words.
+    """
+    if config.history == SEED_HISTORY or denominator <= 0 or len(weights) != 1:
+        return None
+    ((key, weight),) = weights.items()
+    keyword, content = factors
+    ordered = classes(weights, factors)
+    token = _table(MemoryToken)
+
+    def posting_hits(taking: Sequence[Posting]) -> _Sql:
+        return _sql(
+            "SELECT entry_id AS id, CASE WHEN in_keywords THEN %s ELSE %s END AS hits"
+            f" FROM {token} WHERE owner_id = %s AND key = %s AND in_keywords IN (%s)",
+            keyword * weight,
+            content * weight,
+            owner_id,
+            key,
+            _in(sorted({p.in_keywords for p in taking})),
+        )
+
+    sql = _sql(
+        "SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END FROM"
+        " (SELECT %s AS score FROM (%s LIMIT %s) AS h JOIN"
+        f" {entry} e ON e.id = h.id WHERE %s ORDER BY score DESC LIMIT %s) AS best",
+        limit,
+        score,
+        posting_hits(ordered[:1]),
+        max(PROBE, 4 * limit),
+        conditions,
+        limit,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql.text, sql.params)
+        ((floor,),) = cursor.fetchall()
+    if floor is None:
+        return None
+    most_history, most_salience = most_history_and_salience(config)
+    read = to_read(
+        weights,
+        factors,
+        relevance_weight=relevance_weight,
+        denominator=denominator,
+        ceiling=most_history + most_salience,
+        floor=float(floor),
+        reach=reach,
+    )
+    # The floor is the score of matches in the first class, so that class is always read.
+    hits = _sql("hits AS MATERIALIZED (%s)", posting_hits(read or ordered[:1]))
+    return OneWordRead(float(floor), hits, whole=len(read) == len(ordered))

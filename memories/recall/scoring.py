@@ -10,7 +10,7 @@ the wrong place:
 
 - For a query of one word, a first statement scores a few matches to find a floor
   under the cut; then only the postings that can hold a match within reach of it are
-  read (memories.recall.impact, `_by_impact`): for a common word, its keyword postings
+  read (memories.recall.impact, `read_one_word`): for a common word, its keyword postings
   alone, never grouped. A query of several words reads and groups every posting.
 - The statement counts those matches' hits, but joins to its entry and scores only those
   whose hits leave them a chance: a bound on the cut from the matches with the most
@@ -67,9 +67,6 @@ from memories.vocabulary import MEDIUM
 # Far above the last-bit differences of ln and pow between maths libraries (about 1e-15
 # on scores below 100), far below any difference the formula makes on purpose.
 EPSILON = 1e-9
-# How many of the matches with the most hits are scored first, to bound the cut from
-# below (best_candidates): enough that the filters usually leave `limit` of them.
-PROBE = 64
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -135,7 +132,7 @@ class Band:
     scores: list[float]
     # When the cut left matches unscored, the memories holding a query word, the filters
     # unasked: then more than the rows, and at least `limit`, as the exact count is. When
-    # it left postings unread (`_by_impact`), one more than the matches read: more than
+    # it left postings unread (`impact.read_one_word`), one more than the matches read: more than
     # the rows and at least `limit` all the same, not how many.
     matched: int
     scored: int  # the matches scored: fewer than matched when the cut left some out
@@ -248,7 +245,7 @@ def best_candidates(
     matched = "(SELECT COUNT(*) FROM hits)"
     if weights is not None:
         relevance_weight = config.relevance_weight * float(lexical_share)
-        read = _by_impact(
+        read = impact.read_one_word(
             owner_id,
             entry,
             weights=weights,
@@ -262,7 +259,7 @@ def best_candidates(
             config=config,
         )
         if read is None:
-            ctes.append(_all_hits(owner_id, weights, factors))
+            ctes.append(impact.all_hits(owner_id, weights, factors))
             floor = None
         else:
             ctes.append(read.hits)
@@ -369,17 +366,13 @@ def _cut_by_bound(
     round monotonically, so the bounds hold bit for bit; EPSILON more is margin.
 
     The seed's history is unbounded: there every match is kept. A `floor` known already
-    (`_by_impact` found it) is the floor.
+    (`impact.read_one_word` found it) is the floor.
     """
     if config.history == SEED_HISTORY:
         return [_Sql("floor AS (SELECT NULL AS score)"), _Sql("kept AS (SELECT * FROM hits)")], []
-    most_history = max(config.history_weight, 0.0)
-    most_salience = max(
-        config.salience_weight * value
-        for value in [*config.salience_scores.values(), config.salience_scores[MEDIUM]]
-    )
+    most_history, most_salience = impact.most_history_and_salience(config)
     ceiling = most_history + most_salience
-    probe = max(PROBE, 4 * limit)
+    probe = max(impact.PROBE, 4 * limit)
     within_reach = _sql(
         "((SELECT score FROM floor) IS NULL OR (%s + %s) + %s >= (SELECT score FROM floor) - %s)",
         _double(most_history),
@@ -411,124 +404,6 @@ def _cut_by_bound(
             reach + EPSILON,
         ),
     ], [within_reach]
-
-
-def _all_hits(owner_id: int, weights: Mapping[str, int], factors: tuple[int, int]) -> "_Sql":
-    """The CTE `hits`: every match of the query and its hits, from every posting."""
-    return _sql(
-        "hits AS MATERIALIZED (SELECT t.entry_id AS id, %s AS hits"
-        f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN (%s)"
-        " GROUP BY t.entry_id)",
-        _hits_sum(weights, factors),
-        owner_id,
-        _in(weights),
-    )
-
-
-def _hits_sum(weights: Mapping[str, int], factors: tuple[int, int]) -> "_Sql":
-    """A memory's hits, summed over its postings `t` of the query's words."""
-    keyword, content = factors
-    by_key = _join(" ", (_sql("WHEN %s THEN %s", key, weight) for key, weight in weights.items()))
-    return _sql(
-        "SUM(CASE t.key %s END * CASE WHEN t.in_keywords THEN %s ELSE %s END)",
-        by_key,
-        keyword,
-        content,
-    )
-
-
-@dataclass(frozen=True)
-class _Impact:
-    """What `_by_impact` found: a floor, and the CTE `hits` of the matches that can score
-    within reach of it (`whole`: every match)."""
-
-    floor: float
-    hits: "_Sql"
-    whole: bool
-
-
-def _by_impact(
-    owner_id: int,
-    entry: str,
-    *,
-    weights: Mapping[str, int],
-    factors: tuple[int, int],
-    denominator: int,
-    score: "_Sql",
-    conditions: "_Sql",
-    limit: int,
-    reach: float,
-    relevance_weight: float,
-    config: ActivationConfig,
-) -> _Impact | None:
-    """For a query of one word: a floor the cut can only be above, and the CTE `hits` of
-    the matches read from only the classes of postings that hold every match within
-    `reach` of it (memories.recall.impact), each match's hits its one posting's, never
-    grouped. None when every posting is read and grouped as before (`_all_hits`): a
-    query of several words, the seed's unbounded history, or a probe that found fewer
-    than `limit` matches the filters admit.
-
-    The probe: the first PROBE postings (in index order) of the word's keyword class,
-    and the `limit`-th best score of those the filters admit: the cut is the `limit`-th
-    best of a superset.
-
-    A query of several words reads every posting: a memory's hits then need all its
-    postings, and searching the index for those of the few memories a keyword class
-    holds costs about three times reading a posting in turn (on SQLite at 100,000
-    memories), more than it saves unless keyword postings are under a sixth of the
-    query's postings divided by its words.
-    """
-    if config.history == SEED_HISTORY or denominator <= 0 or len(weights) != 1:
-        return None
-    ((key, weight),) = weights.items()
-    keyword, content = factors
-    ordered = impact.classes(weights, factors)
-    token = _table(MemoryToken)
-
-    def posting_hits(classes: Sequence[impact.Posting]) -> _Sql:
-        return _sql(
-            "SELECT entry_id AS id, CASE WHEN in_keywords THEN %s ELSE %s END AS hits"
-            f" FROM {token} WHERE owner_id = %s AND key = %s AND in_keywords IN (%s)",
-            keyword * weight,
-            content * weight,
-            owner_id,
-            key,
-            _in(sorted({p.in_keywords for p in classes})),
-        )
-
-    sql = _sql(
-        "SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END FROM"
-        " (SELECT %s AS score FROM (%s LIMIT %s) AS h JOIN"
-        f" {entry} e ON e.id = h.id WHERE %s ORDER BY score DESC LIMIT %s) AS best",
-        limit,
-        score,
-        posting_hits(ordered[:1]),
-        max(PROBE, 4 * limit),
-        conditions,
-        limit,
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql.text, sql.params)
-        ((floor,),) = cursor.fetchall()
-    if floor is None:
-        return None
-    most_history = max(config.history_weight, 0.0)
-    most_salience = max(
-        config.salience_weight * value
-        for value in [*config.salience_scores.values(), config.salience_scores[MEDIUM]]
-    )
-    read = impact.to_read(
-        weights,
-        factors,
-        relevance_weight=relevance_weight,
-        denominator=denominator,
-        ceiling=most_history + most_salience,
-        floor=float(floor),
-        reach=reach,
-    )
-    # The floor is the score of matches in the first class, so that class is always read.
-    hits = _sql("hits AS MATERIALIZED (%s)", posting_hits(read or ordered[:1]))
-    return _Impact(float(floor), hits, whole=len(read) == len(ordered))
 
 
 def _relevance_sql(weight: float, denominator: int) -> "_Sql":
