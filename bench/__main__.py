@@ -6,14 +6,10 @@ Writes bench/results/<timestamp>/results.json and results.md (and bench/results/
 """
 
 import argparse
-import dataclasses
 import hashlib
-import itertools
 import json
 import os
-import platform
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -24,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.cross_checks import cross_check, same_rankings
 from bench.database import (
     DEFAULT_POSTGRES_URL,
     BenchDatabase,
@@ -35,7 +32,9 @@ from bench.database import (
     recreate,
     sqlite_database,
 )
-from bench.shared import locomo_dev_split, reference_scorer
+from bench.machine import load_average, machine_facts
+from bench.overrides import activation_overrides, sweep_overrides
+from bench.shared import locomo_dev_split
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -46,6 +45,7 @@ STORE_SOURCES = (
     "bench/loading.py",
     "memories/recall/indexing.py",
     "memories/recall/ranking.py",
+    "memories/recall/tokens.py",
     "memories/models/choices.py",
     "memories/models/memory.py",
     "memories/models/recall_index.py",
@@ -53,7 +53,6 @@ STORE_SOURCES = (
     "memories/recall/semantic.py",
 )
 DEFAULT_LOCOMO = locomo_dev_split()
-REFERENCE_SCORER = reference_scorer()
 PROFILES = {"quick": (1_000, 10_000), "full": (1_000, 10_000, 100_000)}
 # Seconds of measuring per operation and per throughput run: the quick profile trades
 # some precision for a run of a few minutes; the figures in docs/ come from --full.
@@ -75,74 +74,6 @@ def log(message: str) -> None:
     print(f"[bench {datetime.now().astimezone():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _memory_gb() -> str:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                return f"{int(line.split()[1]) / 1024 / 1024:.1f} GB"
-    except OSError:
-        pass
-    return "unknown"
-
-
-def _postgres_version(url: str) -> str:
-    import psycopg
-
-    try:
-        with psycopg.connect(url.replace("postgres://", "postgresql://", 1).rsplit("/", 1)[0]
-                             + "/postgres", connect_timeout=3) as conn:  # fmt: skip
-            row = conn.execute("SHOW server_version").fetchone()
-            return str(row[0]) if row else "unknown"
-    except psycopg.Error:
-        return "not reachable"
-
-
-def _git_commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        return f"{head}{' (with uncommitted changes)' if dirty else ''}"
-    except OSError:
-        return "unknown"
-
-
-def machine_facts(postgres_url: str) -> dict[str, str]:
-    import django
-
-    return {
-        "CPU": _cpu_model(),
-        "cores": str(os.cpu_count()),
-        "memory": _memory_gb(),
-        "OS": platform.platform(),
-        "Python": platform.python_version(),
-        "Django": django.get_version(),
-        "SQLite": sqlite3.sqlite_version,
-        "PostgreSQL": _postgres_version(postgres_url),
-        "commit": _git_commit(),
-    }
-
-
-def load_average() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
 def run_child(args: list[str], out: Path) -> dict[str, Any]:
     before = load_average()
     started = time.perf_counter()
@@ -153,31 +84,6 @@ def run_child(args: list[str], out: Path) -> dict[str, Any]:
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
     result["load_average"] = {"before": before, "after": load_average()}
     return result
-
-
-def cross_check(retrieval: dict[str, Any], data: Path) -> list[str]:
-    """Score every ranked list again with the shared reference scorer, when it is there."""
-    if not REFERENCE_SCORER.exists():
-        return [f"reference scorer not found at {REFERENCE_SCORER}: no cross-check"]
-    lines = []
-    worst = 0.0
-    for unit, unit_report in retrieval["units"].items():
-        for system in unit_report["systems"].values():
-            out = Path(system["results"]).with_suffix(".reference.json")
-            subprocess.run(
-                [sys.executable, str(REFERENCE_SCORER), "score", "--unit", unit, "--data",
-                 str(data), "--results", system["results"], "--json-out", str(out)],
-                check=True, capture_output=True,
-            )  # fmt: skip
-            theirs = json.loads(out.read_text())["system"]["metrics"]
-            for category, ours in system["scores"].items():
-                for metric in ("R@5", "R@10", "MRR@10"):
-                    worst = max(worst, abs(ours[metric] - theirs[category][metric]))
-    lines.append(
-        "Every ranked list above was scored again by the shared reference scorer "
-        f"(`score --results`): largest difference from this harness's figures {worst:.4f}."
-    )
-    return lines
 
 
 def store_embedder() -> str:
@@ -449,62 +355,6 @@ def write_results(results: dict[str, Any], out_dir: Path) -> None:
     log(f"wrote {out_dir / 'results.json'} and {out_dir / 'results.md'}")
 
 
-def activation_overrides(pairs: list[str]) -> dict[str, Any]:
-    """`--activation NAME=VALUE` pairs as TAPROOT_ACTIVATION overrides, each value read as
-    JSON when it can be (numbers), else kept as text (a history form's name)."""
-    from memories.recall import ActivationConfig
-
-    defaults = ActivationConfig()
-    names = {f.name for f in dataclasses.fields(ActivationConfig)}
-    overrides: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = (part.strip() for part in pair.partition("="))
-        if not sep or name not in names:
-            raise SystemExit(
-                f"--activation {pair}: give NAME=VALUE, NAME one of {', '.join(sorted(names))}"
-            )
-        try:
-            overrides[name] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[name] = value
-        wanted = type(getattr(defaults, name))
-        number = wanted in (int, float) and type(overrides[name]) in (int, float)
-        if not number and type(overrides[name]) is not wanted:
-            raise SystemExit(f"--activation {pair}: {name} takes a {wanted.__name__}")
-    try:
-        ActivationConfig(**overrides)
-    except ValueError as refused:
-        raise SystemExit(f"--activation: {refused}") from None
-    return overrides
-
-
-def sweep_overrides(options: list[str]) -> list[dict[str, Any]]:
-    """`--sweep NAME=V1,V2` options as every combination of their values, each checked as
-    `--activation` is."""
-    axes = []
-    for option in options:
-        names, sep, values = option.partition("=")
-        if not sep or not values:
-            raise SystemExit(f"--sweep {option}: give NAME=V1,V2,… or NAME/NAME=V/V,V/V,…")
-        axis = []
-        for value in values.split(","):
-            parts = value.split("/")
-            if len(parts) != len(names.split("/")):
-                raise SystemExit(f"--sweep {option}: each value needs one part per name")
-            axis.append(
-                [f"{n.strip()}={v.strip()}" for n, v in zip(names.split("/"), parts, strict=True)]
-            )
-        axes.append(axis)
-    return (
-        [
-            activation_overrides([pair for group in combination for pair in group])
-            for combination in itertools.product(*axes)
-        ]
-        if axes
-        else []
-    )
-
-
 def run_retrieval(
     args: argparse.Namespace,
     backends: list[str],
@@ -535,7 +385,7 @@ def run_retrieval(
     first = measured[backends[0]]
     first["checks"] = cross_check(first, args.locomo)
     if len(measured) == 2:
-        first["checks"].extend(_same_rankings(measured))
+        first["checks"].extend(same_rankings(measured))
     return first
 
 
@@ -561,33 +411,6 @@ def run_context(
     if not args.keep_databases:
         drop(db)
     return measured
-
-
-def _same_rankings(runs: dict[str, dict[str, Any]]) -> list[str]:
-    """Whether Taproot ranked (and replayed) every question alike on both databases."""
-    lines = []
-    for system in ("Taproot", "Taproot, replayed", "Taproot, MiniLM", "Taproot, MiniLM, replayed"):
-        differing = total = 0
-        for unit, unit_report in runs["sqlite"]["units"].items():
-            if system not in unit_report["systems"]:
-                continue
-            ours = Path(unit_report["systems"][system]["results"]).read_text().splitlines()
-            theirs_path = runs["postgres"]["units"][unit]["systems"][system]["results"]
-            theirs = Path(theirs_path).read_text().splitlines()
-            total += len(ours)
-            differing += sum(a != b for a, b in zip(ours, theirs, strict=True))
-        if not total:
-            continue
-        if differing == 0:
-            lines.append(
-                f"{system}: rankings identical on SQLite and PostgreSQL ({total} questions)."
-            )
-        else:
-            lines.append(
-                f"{system}: rankings differ between SQLite and PostgreSQL on {differing} of "
-                f"{total} questions."
-            )
-    return lines
 
 
 def run_http(

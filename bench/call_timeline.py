@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.database import bench_environment, checkpoint, setup_django, sqlite_database
 from bench.fixed_cost import RECALL_BY_IDS, server
-from bench.http_bench import ROOT, free_port, public_url
+from bench.serving import ROOT, free_port, public_url
 
 HERE = Path(__file__).resolve().parent
 
@@ -71,8 +71,8 @@ def main() -> None:
     os.environ["TAPROOT_PUBLIC_URL"] = public_url(free_port())
     setup_django(database.url)
 
-    from bench.http_bench import issue_token
     from bench.service_bench import prepare_store
+    from bench.serving import issue_token
     from bench.synthetic import OWNER
     from memories.models import Memory
 

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     if args.command == "http":
-        from bench.http_bench import free_port, public_url
+        from bench.serving import free_port, public_url
 
         # The token is bound to the server's public URL, so both must agree on the port.
         port = free_port()

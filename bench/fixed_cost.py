@@ -42,7 +42,7 @@ from bench.database import (
     setup_django,
     sqlite_database,
 )
-from bench.http_bench import ROOT, _wait_until_healthy, free_port, public_url
+from bench.serving import ROOT, free_port, public_url, wait_until_healthy
 from bench.timing import percentile
 
 RECALL_BY_IDS = 5
@@ -58,7 +58,7 @@ def server(root: Path, env: dict[str, str], app: str, port: int) -> Iterator[tup
         process = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             url = f"http://127.0.0.1:{port}"
-            _wait_until_healthy(url, process, Path(log.name))
+            wait_until_healthy(url, process, Path(log.name))
             yield url, process.pid
         finally:
             process.terminate()
@@ -114,8 +114,8 @@ def main() -> None:
 
     import httpx2
 
-    from bench.http_bench import issue_token
     from bench.service_bench import prepare_store
+    from bench.serving import issue_token
     from bench.synthetic import OWNER
     from memories.models import Memory
 

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
 
-    from bench.http_bench import free_port, public_url
+    from bench.serving import free_port, public_url
 
     port = free_port()
     os.environ["TAPROOT_BENCH_PORT"] = str(port)
@@ -35,7 +35,8 @@ def main(argv: list[str]) -> None:
     setup_django(args.database_url)
     from django.db import connection
 
-    from bench.http_bench import FLOOD_NEIGHBOUR, Workload, flood, issue_token, uvicorn_server
+    from bench.http_bench import FLOOD_NEIGHBOUR, Workload, flood
+    from bench.serving import issue_token, uvicorn_server
 
     backend = connection.vendor
     workload = Workload(args.size, args.seed)

@@ -138,7 +138,7 @@ async def throughput(
     """`clients` callers back to back for `seconds` after a warm-up, each call a recall of
     a random owner on that owner's session (all of them opened first, untimed, in this
     task: the client library's sessions are closed by the task that opened them)."""
-    from bench.http_bench import open_client
+    from bench.serving import open_client
 
     rng = random.Random(f"taproot-bench-many-{seed}-{clients}")
     owners = sorted(tokens)
@@ -203,7 +203,7 @@ def main(argv: list[str]) -> None:
         if sys.stderr.isatty():
             print(f"[many-users {datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr)
 
-    from bench.http_bench import free_port, issue_token, public_url, uvicorn_server
+    from bench.serving import free_port, issue_token, public_url, uvicorn_server
 
     port = free_port()
     os.environ["TAPROOT_PUBLIC_URL"] = public_url(port)

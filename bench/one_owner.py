@@ -31,15 +31,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
 
-    from bench.http_bench import free_port, public_url
+    from bench.serving import free_port, public_url
 
     port = free_port()
     os.environ["TAPROOT_PUBLIC_URL"] = public_url(port)
     setup_django(args.database_url, migrate=False)
     from django.db import connection
 
-    from bench.http_bench import Workload, issue_token, uvicorn_server
+    from bench.http_bench import Workload
     from bench.many_users import throughput, worker_rss_mb
+    from bench.serving import issue_token, uvicorn_server
 
     backend = connection.vendor
     workload = Workload(args.size, args.seed)

@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from bench.database import analyze, checkpoint
 from bench.loading import ensure_users, load_bulk
 from bench.queries import BANDS, QUERY_SIZES, QueryPools, query_pools
-from bench.report import WORDS_ONLY
+from bench.report.service import WORDS_ONLY
 from bench.synthetic import SyntheticStore, fresh_memories, generate_store
 from bench.timing import RunPlan, measure, summarise
 from bench.token_lookup import timed_lookups

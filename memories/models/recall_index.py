@@ -55,10 +55,10 @@ class MemoryToken(models.Model):
         ]
         indexes = [
             # Covers the scoring query and the document-frequency count: both read only
-            # these columns (SQLite ignores INCLUDE, so they are all key columns).
-            models.Index(
-                fields=["owner", "key", "entry", "in_keywords"], name="memorytoken_covering"
-            )
+            # these columns (SQLite ignores INCLUDE, so they are all key columns). In
+            # impact order: a word's keyword postings apart from its content-only ones,
+            # so that recall reads only the classes that can place (memories.recall.impact).
+            models.Index(fields=["owner", "key", "in_keywords", "entry"], name="memorytoken_impact")
         ]
 
     def __str__(self) -> str:

@@ -9,11 +9,15 @@ would give. Every batch reads the store as it was when the export began (one rea
 transaction), so the file is one moment's store and `total_keys` counts its entries.
 One export per account runs at a time: a second one is refused while the first runs.
 
-The one transaction is opened with SQL written out (`_begin_snapshot`). Its ORM
-equivalent, `transaction.atomic()`, would begin IMMEDIATE on SQLite and take the write
-lock for the whole export, and on PostgreSQL read each batch at READ COMMITTED, so not
-one moment's store; a plain BEGIN in WAL mode, and REPEATABLE READ, READ ONLY, give that
-moment and block no writer. tests/memories/test_export.py proves it
+The one transaction is opened with SQL written out (`_begin_snapshot`), not with
+`transaction.atomic()`. On PostgreSQL atomic() would do, given `SET TRANSACTION ISOLATION
+LEVEL REPEATABLE READ, READ ONLY` as its first statement. On SQLite it cannot: every
+atomic block on the connection begins as the settings' `transaction_mode` says, and that
+is IMMEDIATE (taproot_site/env.py), which takes the write lock at BEGIN; an export would
+hold it for as long as its download lasts, and every writer would wait, then fail with
+"database is locked" after the 30-second busy timeout (tried: the test below fails so).
+A plain BEGIN in WAL mode reads one snapshot and blocks no writer; one way of opening the
+transaction serves both databases. tests/memories/test_export.py proves it
 (test_an_export_holds_the_store_as_it_was_when_it_began: a writer deletes and adds
 records mid-export, unblocked, and the text is the store as it began), and
 test_the_streamed_export_is_byte_for_byte_the_whole_document holds the streamed text to
@@ -229,8 +233,9 @@ def _begin_snapshot() -> bool:
     the store as it is now; False when the caller is already inside a transaction (its
     reads are the export's).
 
-    Not transaction.atomic(): on SQLite that begins IMMEDIATE, taking the write lock for
-    the whole export. A plain BEGIN in WAL mode reads one snapshot and blocks no writer.
+    Not transaction.atomic(): on SQLite that begins IMMEDIATE (the settings'
+    transaction_mode), taking the write lock for the whole export (see the module's
+    docstring). A plain BEGIN in WAL mode reads one snapshot and blocks no writer.
     """
     if connection.in_atomic_block:
         return False

@@ -1,14 +1,15 @@
-"""Recall: the index beside the memory rows (indexing), how a query and a memory become
-index entries and how candidates are ranked (ranking, pure), the ranking in SQL
-(scoring), and recall by meaning (embedding, onnx_embedding, semantic).
+"""Recall: the index beside the memory rows (indexing), how text becomes tokens (tokens,
+pure), how a query and a memory become index entries and how candidates are ranked
+(ranking, pure), the ranking in SQL (scoring, its statements built with sql), and recall
+by meaning (embedding, onnx_embedding, semantic).
 
 This package is recall's one face: the interfaces (the tools, the dashboard, OAuth, the
 admin, the management commands, the bench, taproot_site) import these names from
 `memories.recall` and no module inside it. Recall builds on the models and memories'
 shared modules; it imports nothing of memories.services or memories.portability, which
 build on it (tests/memories/test_services.py holds these walls). Each name is imported on first use
-(`__getattr__`), from the module that defines it: the pure modules (ranking, embedding,
-semantic) load without Django, as the bench's children and a process that only ranks
+(`__getattr__`), from the module that defines it: the pure modules (tokens, ranking,
+embedding, semantic) load without Django, as the bench's children and a process that only ranks
 need, and the index loads the models only when one of its names is asked for.
 """
 
@@ -32,16 +33,12 @@ if TYPE_CHECKING:
     )
     from memories.recall.ranking import (
         DEFAULT_PROFILE,
-        STOP_WORDS,
         TAPROOT,
         ActivationConfig,
         index_entries,
         index_key,
         memory_terms,
         parse_query,
-        snowball_stem,
-        stem,
-        words,
     )
     from memories.recall.semantic import (
         QueryVector,
@@ -51,6 +48,7 @@ if TYPE_CHECKING:
         query_text,
         stored,
     )
+    from memories.recall.tokens import STOP_WORDS, snowball_stem, stem, words
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -92,7 +90,7 @@ _HOMES = {
     "EmbedderUnavailable": "embedding",
     "QueryVector": "semantic",
     "REBUILD_BATCH": "indexing",
-    "STOP_WORDS": "ranking",
+    "STOP_WORDS": "tokens",
     "TAPROOT": "ranking",
     "Vectors": "indexing",
     "cosines": "semantic",
@@ -110,13 +108,13 @@ _HOMES = {
     "rebuild": "indexing",
     "recall_entry": "indexing",
     "refresh_hashes": "indexing",
-    "snowball_stem": "ranking",
-    "stem": "ranking",
+    "snowball_stem": "tokens",
+    "stem": "tokens",
     "stored": "semantic",
     "tag_keys": "indexing",
     "token_entries": "indexing",
     "vectors_for": "indexing",
-    "words": "ranking",
+    "words": "tokens",
 }
 
 

@@ -8,11 +8,14 @@ memories that share a token with the query and could take a place (or every memo
 a blank query), and returns the winners, plus any row floating point could have put in
 the wrong place:
 
-- The statement counts every match's hits, but joins to its entry and scores only those
+- For a query of one word, a first statement scores a few matches to find a floor
+  under the cut; then only the postings that can hold a match within reach of it are
+  read (memories.recall.impact, `read_one_word`): for a common word, its keyword postings
+  alone, never grouped. A query of several words reads and groups every posting.
+- The statement counts those matches' hits, but joins to its entry and scores only those
   whose hits leave them a chance: a bound on the cut from the matches with the most
   hits, and the most history and salience any memory can have, leave out the rest
-  without changing the answer (`_cut_by_bound`). So a query of common words costs about
-  its answer, not its posting lists, once the hits are counted.
+  without changing the answer (`_cut_by_bound`).
 
 - A memory never retrieved scores from integers and the configured weights alone, with
   the reference's operations in the reference's order, so SQL computes exactly the
@@ -36,8 +39,8 @@ on random stores, filters and recall histories, test_recall_reference.py does th
 same for the seed profile, and test_recall_cut.py for stores where a few words are in
 nearly every memory (and that the cut leaves such matches unscored), on whichever
 database runs the suite. Each value is put
-beside its %s mark as a statement is built (`_sql`), so no list of parameters has to
-follow the text's order by hand.
+beside its %s mark as a statement is built (`_sql`, memories.recall.sql), so no list of
+parameters has to follow the text's order by hand.
 """
 
 import uuid
@@ -55,16 +58,15 @@ from memories.models import (
     RecallEntry,
     RecallIndex,
 )
+from memories.recall import impact
 from memories.recall.ranking import SEED_HISTORY, ActivationConfig, Candidate, semantic_shares
+from memories.recall.sql import _double, _in, _join, _real, _Sql, _sql, _table
 from memories.timeutil import micros
 from memories.vocabulary import MEDIUM
 
 # Far above the last-bit differences of ln and pow between maths libraries (about 1e-15
 # on scores below 100), far below any difference the formula makes on purpose.
 EPSILON = 1e-9
-# How many of the matches with the most hits are scored first, to bound the cut from
-# below (best_candidates): enough that the filters usually leave `limit` of them.
-PROBE = 64
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -129,7 +131,9 @@ class Band:
     keys: list[int]  # uuid.UUID.int of each row's memory
     scores: list[float]
     # When the cut left matches unscored, the memories holding a query word, the filters
-    # unasked: then more than the rows, and at least `limit`, as the exact count is.
+    # unasked: then more than the rows, and at least `limit`, as the exact count is. When
+    # it left postings unread (`impact.read_one_word`), one more than the matches read: more than
+    # the rows and at least `limit` all the same, not how many.
     matched: int
     scored: int  # the matches scored: fewer than matched when the cut left some out
     rows: list[tuple[Any, ...]] = field(repr=False)
@@ -183,23 +187,6 @@ def best_candidates(
     entry = _table(RecallEntry)
     ctes = []
     if weights is not None:
-        keyword, content = factors
-        by_key = _join(
-            " ", (_sql("WHEN %s THEN %s", key, weight) for key, weight in weights.items())
-        )
-        ctes.append(
-            _sql(
-                "hits AS MATERIALIZED (SELECT t.entry_id AS id, SUM("
-                "CASE t.key %s END * CASE WHEN t.in_keywords THEN %s ELSE %s END) AS hits"
-                f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN (%s)"
-                " GROUP BY t.entry_id)",
-                by_key,
-                keyword,
-                content,
-                owner_id,
-                _in(weights),
-            )
-        )
         source = f"kept h JOIN {entry} e ON e.id = h.id"
         hits = "h.hits"
     else:
@@ -254,16 +241,41 @@ def best_candidates(
     if blend:
         reach += config.relevance_weight * float(semantic_share) * cosine_ceiling / 1000
     scoring = list(conditions)
+    # How many memories match, when the cut left some unscored (see Band.matched).
+    matched = "(SELECT COUNT(*) FROM hits)"
     if weights is not None:
+        relevance_weight = config.relevance_weight * float(lexical_share)
+        read = impact.read_one_word(
+            owner_id,
+            entry,
+            weights=weights,
+            factors=factors,
+            denominator=denominator,
+            score=score,
+            conditions=_join(" AND ", conditions),
+            limit=limit,
+            reach=reach,
+            relevance_weight=relevance_weight,
+            config=config,
+        )
+        if read is None:
+            ctes.append(impact.all_hits(owner_id, weights, factors))
+            floor = None
+        else:
+            ctes.append(read.hits)
+            floor = read.floor
+            if not read.whole:
+                matched = "(SELECT COUNT(*) + 1 FROM hits)"
         bounds, within_reach = _cut_by_bound(
             entry,
             score=score,
             salience=salience,
-            relevance=_relevance_sql(config.relevance_weight * float(lexical_share), denominator),
+            relevance=_relevance_sql(relevance_weight, denominator),
             conditions=_join(" AND ", conditions),
             limit=limit,
             reach=reach,
             config=config,
+            floor=floor,
         )
         ctes += bounds
         scoring += within_reach
@@ -286,12 +298,13 @@ def best_candidates(
     )
     columns = "band.id, band.salience, band.rc, band.lr, band.cr, band.up, band.hits, band.score"
     scored = "(SELECT COUNT(*) FROM scored)"
-    matched = scored
-    if weights is not None:
+    if weights is None:
+        matched = scored
+    else:
         # Rows the bound left unscored are matches too, unless the filters refuse them.
         matched = (
             "(CASE WHEN (SELECT score FROM floor) IS NULL"
-            " THEN (SELECT COUNT(*) FROM scored) ELSE (SELECT COUNT(*) FROM hits) END)"
+            f" THEN (SELECT COUNT(*) FROM scored) ELSE {matched} END)"
         )
     if blend:
         # Every row the cosine part could lift past the cut, best first.
@@ -334,6 +347,7 @@ def _cut_by_bound(
     limit: int,
     reach: float,
     config: ActivationConfig,
+    floor: float | None = None,
 ) -> tuple[list["_Sql"], list["_Sql"]]:
     """The CTEs `floor` and `kept`: the matches that can still score within `reach` of
     the cut, so that only those are joined to their entries; and the condition that
@@ -351,17 +365,14 @@ def _cut_by_bound(
     (the logarithm and the power) is computed only if that leaves it a chance. Floats
     round monotonically, so the bounds hold bit for bit; EPSILON more is margin.
 
-    The seed's history is unbounded: there every match is kept.
+    The seed's history is unbounded: there every match is kept. A `floor` known already
+    (`impact.read_one_word` found it) is the floor.
     """
     if config.history == SEED_HISTORY:
         return [_Sql("floor AS (SELECT NULL AS score)"), _Sql("kept AS (SELECT * FROM hits)")], []
-    most_history = max(config.history_weight, 0.0)
-    most_salience = max(
-        config.salience_weight * value
-        for value in [*config.salience_scores.values(), config.salience_scores[MEDIUM]]
-    )
+    most_history, most_salience = impact.most_history_and_salience(config)
     ceiling = most_history + most_salience
-    probe = max(PROBE, 4 * limit)
+    probe = max(impact.PROBE, 4 * limit)
     within_reach = _sql(
         "((SELECT score FROM floor) IS NULL OR (%s + %s) + %s >= (SELECT score FROM floor) - %s)",
         _double(most_history),
@@ -369,8 +380,10 @@ def _cut_by_bound(
         relevance,
         reach + EPSILON,
     )
-    return [
-        _sql(
+    if floor is not None:
+        lowest = _sql("floor AS (SELECT %s AS score)", _double(floor))
+    else:
+        lowest = _sql(
             "floor AS (SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END AS score"
             " FROM (SELECT %s AS score FROM"
             " (SELECT * FROM hits ORDER BY hits DESC LIMIT %s) AS h"
@@ -380,7 +393,9 @@ def _cut_by_bound(
             probe,
             conditions,
             limit,
-        ),
+        )
+    return [
+        lowest,
         _sql(
             "kept AS (SELECT h.* FROM hits h WHERE (SELECT score FROM floor) IS NULL"
             " OR %s + %s >= (SELECT score FROM floor) - %s)",
@@ -456,60 +471,3 @@ def _key(value: uuid.UUID | str) -> int:
 
 def _moment(microseconds: int) -> datetime:
     return _EPOCH + timedelta(microseconds=microseconds)
-
-
-def _table(
-    model: type[Memory | MemoryToken | MemoryTag | RecallEntry | RecallIndex],
-) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
-
-
-@dataclass(frozen=True)
-class _Sql:
-    """A piece of SQL and the values of its %s marks, in order. Built together, a value
-    cannot drift from its mark as the statement grows around it."""
-
-    text: str
-    params: tuple[Any, ...] = ()
-
-
-def _sql(template: str, *values: Any) -> _Sql:
-    """`template` with its %s marks filled in turn: by a piece's text (its values go
-    there among the parameters), or by a parameter."""
-    pieces = template.split("%s")
-    if len(pieces) != len(values) + 1:
-        raise ValueError(f"{len(pieces) - 1} marks in {template!r} for {len(values)} values")
-    text = [pieces[0]]
-    params: list[Any] = []
-    for value, piece in zip(values, pieces[1:], strict=True):
-        if isinstance(value, _Sql):
-            text.append(value.text)
-            params += value.params
-        else:
-            text.append("%s")
-            params.append(value)
-        text.append(piece)
-    return _Sql("".join(text), tuple(params))
-
-
-def _join(separator: str, pieces: Iterable[_Sql]) -> _Sql:
-    listed = list(pieces)
-    return _Sql(
-        separator.join(piece.text for piece in listed),
-        tuple(value for piece in listed for value in piece.params),
-    )
-
-
-def _in(values: Iterable[object]) -> _Sql:
-    """The list inside IN (…), a parameter a value."""
-    return _join(", ", (_Sql("%s", (value,)) for value in values))
-
-
-def _real() -> str:
-    return "double precision" if connection.vendor == "postgresql" else "REAL"
-
-
-def _double(value: float) -> _Sql:
-    """A number as a double: a bare 0.6 is exact NUMERIC in PostgreSQL (slower, and not
-    the reference's arithmetic)."""
-    return _sql(f"CAST(%s AS {_real()})", value)

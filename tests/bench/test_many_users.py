@@ -73,7 +73,7 @@ def test_worker_rss_is_read_for_each_child_holding_the_listening_socket() -> Non
 
 
 def test_the_report_shows_each_many_users_run() -> None:
-    from bench.report import many_users_section
+    from bench.report.over_http import many_users_section
 
     row = {
         "backend": "postgresql",

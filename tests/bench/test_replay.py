@@ -175,7 +175,7 @@ def test_percentiles_are_nearest_rank():
 
 
 def test_a_research_run_overrides_ranking_constants_by_name():
-    from bench.__main__ import activation_overrides
+    from bench.overrides import activation_overrides
 
     assert activation_overrides(["history=seed", "base_weight=0.5"]) == {
         "history": "seed",

@@ -2,6 +2,7 @@ from typing import Any
 
 from bench import report
 from bench.__main__ import add_transport_overhead
+from bench.report import over_http, retrieval, service
 
 
 def _op(name: str, median: float, **extra: Any) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def test_transport_overhead_is_http_median_minus_service_median() -> None:
 def test_targets_say_met_with_headroom_or_missed() -> None:
     results = _results()
     add_transport_overhead(results["http"], results["service"], 10_000)
-    targets = report.targets_section(results)
+    targets = service.targets_section(results)
     reflect = next(line for line in targets.splitlines() if "| reflect |" in line)
     assert "met (1.2× headroom)" in reflect  # 20 ms against 25 ms in process
     assert "met (1.5× headroom)" in reflect  # 26.5 ms against 40 ms over HTTP
@@ -87,7 +88,7 @@ def test_targets_say_met_with_headroom_or_missed() -> None:
 
 
 def test_growth_marks_what_is_over_four_times_and_what_is_candidate_bound() -> None:
-    growth = report.growth_section(_results())
+    growth = service.growth_section(_results())
     assert "| reflect | 20.0 | 100 | 5.0× |  | **over 4×** |" in growth
     assert (
         "| recall, 3-word query, common words | 30.0 | 300 | 10.0× | 400 → 400 | candidate-bound |"
@@ -113,7 +114,7 @@ def test_the_economy_targets_judge_the_budget_at_every_size_and_the_lines_per_to
         _run(100_000, 14.0, 30.0, tokens=8_001),
     ]
 
-    section = report.economy_section(results)
+    section = service.economy_section(results)
 
     budget = _rows(section, "| payload tokens |")
     assert [row.split(" | ")[1] for row in budget] == ["1,000", "10,000", "100,000"]
@@ -131,12 +132,12 @@ def test_the_economy_targets_judge_the_budget_at_every_size_and_the_lines_per_to
 def test_fewer_lines_per_token_than_the_gain_asks_is_missed() -> None:
     results = _results()
     results["service"] = [_run(1_000, 5.0, 5.0, tokens=8_000, lines=110)]
-    (lines,) = _rows(report.economy_section(results), "catalog lines per 1,000")
+    (lines,) = _rows(service.economy_section(results), "catalog lines per 1,000")
     assert lines.endswith("| 13.75 (1.03× before) | **missed** |")
 
 
 def test_the_payload_table_shows_tokens_against_the_budget_and_how_core_was_sent() -> None:
-    section = report.service_section(_results())
+    section = service.service_section(_results())
     assert "| 10,000 | 31.2 KB | 7,990 / 8,000 | 1 / 1 / 0 | 90 | 10 |" in section
 
 
@@ -166,7 +167,7 @@ def test_the_profile_section_lists_each_databases_largest_costs() -> None:
         {"backend": "postgresql", "operation": "recall by ids (5)",
          "unavailable": "py-spy is not installed"},
     ]  # fmt: skip
-    section = report.profile_section(results)
+    section = over_http.profile_section(results)
     assert "**SQLite**, recall by ids (5): 900 calls, 4,000 samples" in section
     assert "| MCP SDK | 40.0 % |" in section
     assert "| strengthening write | 12.5 % |" in section
@@ -209,7 +210,7 @@ def _retrieval(replayed_r10: float, cold_first: float) -> dict[str, Any]:
 
 
 def test_the_replay_is_shown_beside_the_static_ranking_with_what_it_left() -> None:
-    text = report.retrieval_section({"retrieval": _retrieval(0.614, 1.0)})
+    text = retrieval.retrieval_section({"retrieval": _retrieval(0.614, 1.0)})
     assert "| Taproot | 0.616 | 0.555 / 0.614 / 0.529 | -0.002 | 0.500 / 0.600 / 0.700 |" in text
     assert (
         "| Taproot | 40 | 27 | 14 | 104 of 1,210 | 253 | 1.00 / 1.00 | 0.00 / 0.00 | 25 |" in text
@@ -219,17 +220,17 @@ def test_the_replay_is_shown_beside_the_static_ranking_with_what_it_left() -> No
 
 
 def test_the_replay_targets_are_judged_for_taproot_as_shipped() -> None:
-    met = report.replay_targets_section({"retrieval": _retrieval(0.614, 0.92)})
+    met = retrieval.replay_targets_section({"retrieval": _retrieval(0.614, 0.92)})
     assert _rows(met, "replayed R@10 ≥ static − 0.02") == [
         "| observation | replayed R@10 ≥ static − 0.02 | ≥ 0.596 | 0.614 | met |"
     ]
     assert "| observation | cold_first, after the replay | ≥ 0.9 | 0.92 (25 probes) | met |" in met
-    missed = report.replay_targets_section({"retrieval": _retrieval(0.590, 0.40)})
+    missed = retrieval.replay_targets_section({"retrieval": _retrieval(0.590, 0.40)})
     assert _rows(missed, "**missed**") == [
         "| observation | replayed R@10 ≥ static − 0.02 | ≥ 0.596 | 0.590 | **missed** |",
         "| observation | cold_first, after the replay | ≥ 0.9 | 0.40 (25 probes) | **missed** |",
     ]
-    assert report.replay_targets_section({}) == "Not measured."
+    assert retrieval.replay_targets_section({}) == "Not measured."
 
 
 def test_the_http_section_shows_each_burst_row() -> None:
@@ -239,30 +240,30 @@ def test_the_http_section_shows_each_burst_row() -> None:
          "burst_median_ms": 412.0, "burst_max_ms": 530.5, "call_median_ms": 201.0,
          "call_max_ms": 498.2},
     ]  # fmt: skip
-    section = report.http_section(results)
+    section = over_http.http_section(results)
     assert "| calls | failed | burst median ms |" in section
     assert "| SQLite | 1 | 140 | 0 | 412 | 530 | 201 | 498 |" in section
 
 
 def test_minilm_is_held_to_its_own_targets_when_it_was_measured() -> None:
-    retrieval = _retrieval(0.617, 1.0)
-    systems = retrieval["units"]["observation"]["systems"]
+    measured = _retrieval(0.617, 1.0)
+    systems = measured["units"]["observation"]["systems"]
     systems["Taproot, MiniLM"] = _system(0.6, 0.644, 0.55)
     systems["Taproot, MiniLM, replayed"] = _system(0.6, 0.610, 0.55)
-    text = report.minilm_targets_section({"retrieval": retrieval})
+    text = retrieval.minilm_targets_section({"retrieval": measured})
     assert "| observation | static R@10 | ≥ 0.640 | 0.644 | met |" in text
     assert (
         "| observation | replayed R@10 no lower than the default embedder's | ≥ 0.617 "
         "| 0.610 | **missed** |" in text
     )
-    assert report.minilm_targets_section({"retrieval": _retrieval(0.617, 1.0)}).startswith(
+    assert retrieval.minilm_targets_section({"retrieval": _retrieval(0.617, 1.0)}).startswith(
         "Not measured"
     )
 
 
 def test_the_context_replay_is_tabled_per_unit_protocol_and_budget() -> None:
     results = _results()
-    assert report.context_section(results) == "Not run."
+    assert retrieval.context_section(results) == "Not run."
     row = {"hit_rate": 0.5, "hits_per_1k_tokens": 0.75, "tokens_mean": 1990.4, "over_budget": 0}
     results["context"] = {
         "observation": {
@@ -274,7 +275,7 @@ def test_the_context_replay_is_tabled_per_unit_protocol_and_budget() -> None:
             "growing": {"2000": {**row, "hit_rate": 0.25}},
         }
     }
-    section = report.context_section(results)
+    section = retrieval.context_section(results)
     assert "**observation unit**: 1,210 memories in 5 stores, 760 questions" in section
     assert "reachable (every memory shown) 0.785" in section
     assert "| static | 2,000 | 0.500 | 0.750 | 1,990 | 0 |" in section

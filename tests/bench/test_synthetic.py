@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.queries import BANDS, QUERY_SIZES, band_of, document_frequencies, query_pools
 from bench.synthetic import OWNER, generate_store
-from memories.recall.ranking import taproot_tokenize, tokenize
+from memories.recall.tokens import taproot_tokenize, tokenize
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memories.recall.ranking import taproot_tokenize
+from memories.recall.tokens import taproot_tokenize
 from tests.conftest import minilm_installed, require_tool
 from tests.live_server import run_server
 from tests.mcp.client import McpCaller, mcp_client

@@ -17,9 +17,8 @@ from memories.recall.ranking import (
     memory_terms,
     rank,
     relevance,
-    stem,
-    tokenize,
 )
+from memories.recall.tokens import stem, tokenize
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

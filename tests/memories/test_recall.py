@@ -489,7 +489,7 @@ def test_query_and_tag_lookups_use_indexes(user, other_user, make_memory):
     searches = index_searches(scoring)
     # The token lookup is answered by the covering (owner, key, ...) index alone and the tag
     # check probes an index of the tag rows: neither table is read whole.
-    assert searches.get("memorytoken_covering") is True, searches
+    assert searches.get("memorytoken_impact") is True, searches
     assert searches.keys() & indexes_of(MemoryTag), searches
 
 

@@ -1,5 +1,6 @@
-"""The cut of recall (memories.recall.scoring, `_cut_by_bound`): a query of words most memories
-hold scores only the matches whose hits leave them a chance, and ranks exactly as the
+"""The cut of recall (memories.recall.scoring, `_cut_by_bound`, and the postings read in
+impact order, memories.recall.impact): a query of words most memories hold reads and
+scores only the matches whose hits leave them a chance, and ranks exactly as the
 reference (tests/memories/reference.py) does from scratch, on whichever backend runs the
 suite: random stores where a few words are in nearly every memory, small limits, equal
 scores, recall histories and filters.
@@ -156,4 +157,58 @@ def test_matches_that_cannot_take_a_place_are_left_unscored(
         cosine=cosine_with(query),
     )
     got = rank_memories(user, recall_filters(query=query, limit=limit)[0], now=now).ranked
+    assert [(r.candidate.id, r.score) for r in got] == [(r.candidate.id, r.score) for r in expected]
+
+
+@pytest.mark.parametrize("embedder", ["wordllama", "none"])
+@pytest.mark.parametrize("limit", [1, 2, 5])
+def test_one_common_word_reads_only_its_postings_that_can_place(
+    user, make_memory, settings, embedder, limit
+):
+    """A word in every memory, a keyword of a few: only those few are read, scored and
+    ranked (equal scores among them, so their order decides), as the reference ranks."""
+    settings.TAPROOT_EMBEDDER = embedder
+    for i in range(8):
+        make_memory(
+            gist="plain",
+            search_keywords=["garden"],
+            salience="high",
+            updated_at=NOW - timedelta(days=i % 2),
+            retrieval_count=[0, 0, 0, 3][i % 4],
+            last_retrieved=NOW - timedelta(days=1) if i % 4 == 3 else None,
+        )
+    for i in range(60):
+        make_memory(gist="plain", content="garden", salience=["high", "medium", "low"][i % 3])
+    now = NOW + timedelta(days=1)
+    profile, config = ranking_profile(), activation_config()
+    parsed = parse_query("garden", profile)
+    index = statistics(user.pk, parsed.tokens)
+    weights = query_weights(parsed, profile=profile, live=index.live, df=index.df, config=config)
+    factors = profile.factors(config)
+    band = best_candidates(
+        user.pk,
+        weights=weights,
+        factors=factors,
+        denominator=Relevance(weights, *factors).denominator,
+        filters=Filters(),
+        limit=limit,
+        now=now,
+        config=config,
+        blend=embedder != "none",
+    )
+    if embedder == "none":  # blending, the cosine part could lift any of them
+        assert band.scored <= 8
+        assert band.matched > len(band.keys)
+
+    live = [values(m) for m in Memory.objects.for_owner(user).live()]
+    expected = reference_rank(
+        live,
+        "garden",
+        profile=profile,
+        now=now,
+        config=config,
+        limit=limit,
+        cosine=cosine_with("garden"),
+    )
+    got = rank_memories(user, recall_filters(query="garden", limit=limit)[0], now=now).ranked
     assert [(r.candidate.id, r.score) for r in got] == [(r.candidate.id, r.score) for r in expected]

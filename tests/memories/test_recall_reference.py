@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from mcp_bridge.handlers import recall
 from memories.models import Memory
-from memories.recall.ranking import tokenize
+from memories.recall.tokens import tokenize
 from tests.conftest import NOW
 
 # Written for the seed relevance profile (SPEC §3); the taproot profile has its own.

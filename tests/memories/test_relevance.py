@@ -15,10 +15,9 @@ from memories.recall.ranking import (
     idf_weight,
     parse_query,
     query_weights,
-    snowball_stem,
-    taproot_tokenize,
 )
 from memories.recall.scoring import statistics
+from memories.recall.tokens import snowball_stem, taproot_tokenize
 from tests.conftest import NOW
 
 LATER = NOW + timedelta(hours=1)

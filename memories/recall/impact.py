@@ -1,0 +1,232 @@
+"""Which postings of a query's words a worded recall must read (issue 32, item 1): the
+recall index in impact order, so that a query of common words reads about its answer,
+not its posting lists.
+
+The token index is ordered (owner, key, in_keywords, entry): each word's postings come
+as two classes, the keyword postings (each worth keyword_factor × the word's weight in
+hits) and the content-only ones (content_factor × the weight). A memory's score is its
+history plus its salience part plus relevance_weight × hits / denominator, and the
+first two are at most `ceiling` (the most history and salience any memory can have).
+
+Given a floor the cut can only be above (the `limit`-th best score of some matches the
+filters admit), a memory scoring within `reach` of the cut has hits of at least what
+the floor leaves relevance to bring. Take the classes away one by one, keyword ones
+first (`classes`): after each, the most hits a memory holding none of the classes taken
+so far can have falls. Once that most, with the ceiling, is below the floor less the
+reach, every memory that can take a place holds a posting of a class taken: those
+classes are all that must be read (max-score, as in Turtle and Flood's evaluation of
+top-k queries), and their memories are scored with all their hits. For a common word
+that is its keyword postings, about a seventh of them in the bench's stores.
+
+Any order of taking is sound (the most falls whichever class goes); keyword ones first
+because they are few. Hits are integers and the bound is checked with MARGIN to spare,
+so float rounding cannot let a match that could place go unread.
+
+The statements that read them are here too (`read_one_word`, and `all_hits` when every
+posting must be read); memories.recall.scoring builds the rest of the ranking on them.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+
+from memories.models import MemoryToken
+from memories.recall.ranking import SEED_HISTORY, ActivationConfig
+from memories.recall.sql import _in, _join, _Sql, _sql, _table
+from memories.vocabulary import MEDIUM
+
+# How many of the matches with the most hits are scored first, to bound the cut from
+# below (scoring.best_candidates): enough that the filters usually leave `limit` of them.
+PROBE = 64
+# Margin on each bound, far above the rounding of the few float operations that make a
+# score (about 1e-15 on scores below 100) and the same as the band's (scoring.EPSILON).
+MARGIN = 1e-9
+
+
+@dataclass(frozen=True)
+class Posting:
+    """A class of postings: a word's, held as a keyword or in the content only."""
+
+    key: str
+    in_keywords: bool
+    hits: int  # what one such posting adds to a memory's hits
+
+
+def classes(weights: Mapping[str, int], factors: tuple[int, int]) -> list[Posting]:
+    """Every class of postings of the query in the order they are taken: each word's most
+    valuable class (its keyword postings, a small share of them) before any word's
+    other, and among those the most valuable first (ties by key, then keyword before
+    content, so the order is the same on every run)."""
+    keyword, content = factors
+    every = [
+        Posting(key, in_keywords, weight * (keyword if in_keywords else content))
+        for key, weight in weights.items()
+        for in_keywords in (True, False)
+    ]
+    ordered = sorted(every, key=lambda p: (-p.hits, p.key, not p.in_keywords))
+    firsts: dict[str, Posting] = {}
+    for posting in ordered:
+        firsts.setdefault(posting.key, posting)
+    chosen = set(firsts.values())
+    return [p for p in ordered if p in chosen] + [p for p in ordered if p not in chosen]
+
+
+def to_read(
+    weights: Mapping[str, int],
+    factors: tuple[int, int],
+    *,
+    relevance_weight: float,
+    denominator: int,
+    ceiling: float,
+    floor: float,
+    reach: float,
+) -> list[Posting]:
+    """The classes of postings that hold every memory which can score at least
+    `floor` − `reach`: a memory holding none of them scores below that, whatever its
+    history and salience (at most `ceiling` together). `relevance_weight` is what
+    multiplies hits / `denominator` in the score."""
+    ordered = classes(weights, factors)
+    # The most hits a memory can have from each word, among the classes not yet taken.
+    best = {key: 0 for key in weights}
+    for posting in ordered:
+        best[posting.key] = max(best[posting.key], posting.hits)
+    threshold = floor - reach - MARGIN
+    taken: list[Posting] = []
+    for posting in ordered:
+        most = sum(best.values())
+        if relevance_weight * (most / denominator) + ceiling + MARGIN < threshold:
+            break
+        taken.append(posting)
+        # Without this class, the word gives at most what its other class does (if not
+        # taken yet: classes come most valuable first, so that one is worth less).
+        rest = [p.hits for p in ordered if p.key == posting.key and p not in taken]
+        best[posting.key] = max(rest, default=0)
+    return taken
+
+
+def most_history_and_salience(config: ActivationConfig) -> tuple[float, float]:
+    """The most history and the most salience part any memory can have in a score."""
+    most_history = max(config.history_weight, 0.0)
+    most_salience = max(
+        config.salience_weight * value
+        for value in [*config.salience_scores.values(), config.salience_scores[MEDIUM]]
+    )
+    return most_history, most_salience
+
+
+# --- the statements -----------------------------------------------------------------------
+
+
+def all_hits(owner_id: int, weights: Mapping[str, int], factors: tuple[int, int]) -> _Sql:
+    """The CTE `hits`: every match of the query and its hits, from every posting."""
+    return _sql(
+        "hits AS MATERIALIZED (SELECT t.entry_id AS id, %s AS hits"
+        f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN (%s)"
+        " GROUP BY t.entry_id)",
+        hits_sum(weights, factors),
+        owner_id,
+        _in(weights),
+    )
+
+
+def hits_sum(weights: Mapping[str, int], factors: tuple[int, int]) -> _Sql:
+    """A memory's hits, summed over its postings `t` of the query's words."""
+    keyword, content = factors
+    by_key = _join(" ", (_sql("WHEN %s THEN %s", key, weight) for key, weight in weights.items()))
+    return _sql(
+        "SUM(CASE t.key %s END * CASE WHEN t.in_keywords THEN %s ELSE %s END)",
+        by_key,
+        keyword,
+        content,
+    )
+
+
+@dataclass(frozen=True)
+class OneWordRead:
+    """What `read_one_word` found: a floor, and the CTE `hits` of the matches that can score
+    within reach of it (`whole`: every match)."""
+
+    floor: float
+    hits: _Sql
+    whole: bool
+
+
+def read_one_word(
+    owner_id: int,
+    entry: str,
+    *,
+    weights: Mapping[str, int],
+    factors: tuple[int, int],
+    denominator: int,
+    score: _Sql,
+    conditions: _Sql,
+    limit: int,
+    reach: float,
+    relevance_weight: float,
+    config: ActivationConfig,
+) -> OneWordRead | None:
+    """For a query of one word: a floor the cut can only be above, and the CTE `hits` of
+    the matches read from only the classes of postings that hold every match within
+    `reach` of it (memories.recall.impact), each match's hits its one posting's, never
+    grouped. None when every posting is read and grouped as before (`all_hits`): a
+    query of several words, the seed's unbounded history, or a probe that found fewer
+    than `limit` matches the filters admit.
+
+    The probe: the first PROBE postings (in index order) of the word's keyword class,
+    and the `limit`-th best score of those the filters admit: the cut is the `limit`-th
+    best of a superset.
+
+    A query of several words reads every posting: a memory's hits then need all its
+    postings, and searching the index for those of the few memories a keyword class
+    holds costs about three times reading a posting in turn (on SQLite at 100,000
+    memories), more than it saves unless keyword postings are under a sixth of the
+    query's postings divided by its words.
+    """
+    if config.history == SEED_HISTORY or denominator <= 0 or len(weights) != 1:
+        return None
+    ((key, weight),) = weights.items()
+    keyword, content = factors
+    ordered = classes(weights, factors)
+    token = _table(MemoryToken)
+
+    def posting_hits(taking: Sequence[Posting]) -> _Sql:
+        return _sql(
+            "SELECT entry_id AS id, CASE WHEN in_keywords THEN %s ELSE %s END AS hits"
+            f" FROM {token} WHERE owner_id = %s AND key = %s AND in_keywords IN (%s)",
+            keyword * weight,
+            content * weight,
+            owner_id,
+            key,
+            _in(sorted({p.in_keywords for p in taking})),
+        )
+
+    sql = _sql(
+        "SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END FROM"
+        " (SELECT %s AS score FROM (%s LIMIT %s) AS h JOIN"
+        f" {entry} e ON e.id = h.id WHERE %s ORDER BY score DESC LIMIT %s) AS best",
+        limit,
+        score,
+        posting_hits(ordered[:1]),
+        max(PROBE, 4 * limit),
+        conditions,
+        limit,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql.text, sql.params)
+        ((floor,),) = cursor.fetchall()
+    if floor is None:
+        return None
+    most_history, most_salience = most_history_and_salience(config)
+    read = to_read(
+        weights,
+        factors,
+        relevance_weight=relevance_weight,
+        denominator=denominator,
+        ceiling=most_history + most_salience,
+        floor=float(floor),
+        reach=reach,
+    )
+    # The floor is the score of matches in the first class, so that class is always read.
+    hits = _sql("hits AS MATERIALIZED (%s)", posting_hits(read or ordered[:1]))
+    return OneWordRead(float(floor), hits, whole=len(read) == len(ordered))
