@@ -34,7 +34,7 @@ from collections.abc import (
     Mapping,
     MutableMapping,
 )
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -338,12 +338,17 @@ class McpAdmission:
         request touches the database.
         """
         gone = anyio.Event()
-        async with AsyncExitStack() as place:
-            async with anyio.create_task_group() as watching:
-                # The whole body is in: the next message can only say the client left.
-                watching.start_soon(_note_disconnect, receive, gone, self.user_slots)
-                admitted = await place.enter_async_context(self.user_slots.hold(user, gone))
-                watching.cancel_scope.cancel()
+
+        @asynccontextmanager
+        async def watching() -> AsyncIterator[None]:
+            """While the request waits: the whole body is in, so the next message can
+            only say the client left."""
+            async with anyio.create_task_group() as watchers:
+                watchers.start_soon(_note_disconnect, receive, gone, self.user_slots)
+                yield
+                watchers.cancel_scope.cancel()
+
+        async with self.user_slots.hold(user, gone, watching) as admitted:
             # Running (or refused) now: its body no longer waits on this process.
             claim.release()
             if gone.is_set():

@@ -11,7 +11,7 @@ import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -149,10 +149,19 @@ class UserSlots:
         self._woken: set[anyio.Event] = set()
 
     @asynccontextmanager
-    async def hold(self, user: str, gone: anyio.Event | None = None) -> AsyncIterator[bool]:
+    async def hold(
+        self,
+        user: str,
+        gone: anyio.Event | None = None,
+        while_waiting: Callable[[], AbstractAsyncContextManager[object]] | None = None,
+    ) -> AsyncIterator[bool]:
         """Takes one of the user's places for the duration of the block, waiting for one
         to come free if need be; yields False (and takes none) when none did in time, or
-        when `gone` is set meanwhile (the client left: call `wake` after setting it)."""
+        when `gone` is set meanwhile (the client left: call `wake` after setting it).
+
+        `while_waiting()` is entered only when the request has to wait, around the
+        wait (the caller watches there for the client leaving): a request whose place
+        is free at once, the usual case, pays for no watching."""
         turns = self.users.get(user)
         if turns is None:
             turns = self.users[user] = _Turns()
@@ -162,7 +171,7 @@ class UserSlots:
             turns.crowded_at = self.clock()
         admitted = False
         try:
-            admitted = await self._turn(turns, ticket, gone)
+            admitted = await self._turn(turns, ticket, gone, while_waiting)
         finally:
             turns.queue.remove(ticket)
             turns.running += admitted
@@ -212,15 +221,22 @@ class UserSlots:
     def _may_run(self, turns: _Turns, ticket: object) -> bool:
         return turns.queue[0] is ticket and turns.running < self._limit(turns)
 
-    async def _turn(self, turns: _Turns, ticket: object, gone: anyio.Event | None) -> bool:
+    async def _turn(
+        self,
+        turns: _Turns,
+        ticket: object,
+        gone: anyio.Event | None,
+        while_waiting: Callable[[], AbstractAsyncContextManager[object]] | None,
+    ) -> bool:
         if self._may_run(turns, ticket):
             return True
         if self.wait <= 0:
             return False
         left = gone.is_set if gone is not None else lambda: False
-        with anyio.move_on_after(self.wait):
-            await self._until(lambda: left() or self._may_run(turns, ticket))
-            return not left()
+        async with while_waiting() if while_waiting is not None else nullcontext():
+            with anyio.move_on_after(self.wait):
+                await self._until(lambda: left() or self._may_run(turns, ticket))
+                return not left()
         return False
 
     async def _until(self, ready: Callable[[], bool]) -> None:

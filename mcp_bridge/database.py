@@ -5,7 +5,7 @@ Django's own requests under ASGI get a thread each (a thread-sensitive context),
 connection on it and close it when the request ends, so every request pays for a new
 thread and, on SQLite, for opening the file and running its PRAGMAs. /mcp requests
 instead run their synchronous work (the token lookup, then the tool's service call) as
-calls on this module's threads:
+calls on this module's threads (each a trip of mcp_bridge.trips):
 
 - PostgreSQL with a pool (TAPROOT_DB_POOL_SIZE > 0): a call borrows a pooled connection
   when it first needs one and gives it back when it ends. The pool checks a connection
@@ -47,11 +47,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from asgiref.sync import sync_to_async
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabase
 from psycopg_pool import PoolTimeout
 
+from mcp_bridge import trips
 from memories.locks import is_lock_timeout
 from memories.maintenance import follow_statistics
 
@@ -121,8 +121,7 @@ def executor() -> ThreadPoolExecutor:
 async def run_sync[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """`function(*args, **kwargs)` on one of the database threads, with its connection
     ready (see the module's docstring); the caller's context variables are visible to it."""
-    call = sync_to_async(in_database_thread, thread_sensitive=False, executor=executor())
-    return await call(function, *args, **kwargs)
+    return await trips.on_thread(executor(), in_database_thread, function, *args, **kwargs)
 
 
 def in_database_thread[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:

@@ -22,8 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from asgiref.sync import sync_to_async
-
+from mcp_bridge import trips
 from memories.conf import embedder
 from memories.recall import QueryVector, query_text
 
@@ -49,8 +48,7 @@ class _Lane:
     async def run[**P, R](
         self, function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
     ) -> R:
-        call = sync_to_async(function, thread_sensitive=False, executor=self.executor())
-        return await call(*args, **kwargs)
+        return await trips.on_thread(self.executor(), function, *args, **kwargs)
 
     def shutdown(self) -> None:
         with self._lock:

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from mcp_bridge.activity import CallNoting
 from mcp_bridge.auth import DjangoTokenVerifier, auth_settings, token_caller, token_user
 from mcp_bridge.database import run_sync
+from mcp_bridge.exchange import Exchange
 from mcp_bridge.replies import UNEXPECTED, logger
 from mcp_bridge.request_log import RequestLogMiddleware
 from mcp_bridge.tools import DEFINITIONS
@@ -138,7 +139,8 @@ class Endpoint:
 
 
 def build_endpoint() -> Endpoint:
-    """The /mcp Starlette app: stateless, JSON responses, bearer-protected."""
+    """The /mcp Starlette app: stateless, JSON responses, bearer-protected; an ordinary
+    request is answered in its own task (mcp_bridge.exchange)."""
     server = build_server()
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -146,4 +148,5 @@ def build_endpoint() -> Endpoint:
         json_response=True,
         transport_security=transport_security(),
     )
+    Exchange.install(server.session_manager)
     return Endpoint(app=app, session_manager=server.session_manager)

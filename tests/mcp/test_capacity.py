@@ -1,6 +1,10 @@
 """What a worker lets /mcp requests hold, on its own (mcp_bridge.capacity); the behaviour
 over HTTP is in test_bursts.py and test_slow_clients.py."""
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
 import anyio
 import pytest
 
@@ -77,6 +81,42 @@ def test_a_request_that_gets_no_place_in_time_is_told_so_and_leaves_none_taken()
             async with slots.hold("alice") as again:
                 assert again
             assert slots.users == {}
+
+    anyio.run(main)
+
+
+def test_only_a_request_that_waits_enters_what_it_does_while_waiting():
+    """The admission watches for the client leaving only while its request waits: one
+    whose place is free at once, the usual case, starts no watcher."""
+    slots = UserSlots(limit=1, wait=5, recent=0)
+    entered: list[str] = []
+
+    def while_waiting(name: str) -> Any:
+        @asynccontextmanager
+        async def waiting() -> AsyncIterator[None]:
+            entered.append(f"{name} waits")
+            yield
+            entered.append(f"{name} done waiting")
+
+        return waiting
+
+    async def request(name: str, release: anyio.Event) -> None:
+        async with slots.hold("alice", None, while_waiting(name)) as admitted:
+            assert admitted
+            entered.append(f"{name} runs")
+            await release.wait()
+
+    async def main() -> None:
+        first, second = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(request, "first", first)
+            await anyio.sleep(0.01)
+            group.start_soon(request, "second", second)
+            await anyio.sleep(0.01)
+            assert entered == ["first runs", "second waits"]
+            first.set()
+            second.set()
+        assert entered == ["first runs", "second waits", "second done waiting", "second runs"]
 
     anyio.run(main)
 

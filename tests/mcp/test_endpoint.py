@@ -16,7 +16,9 @@ from django.db import connection
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabaseWrapper
 
 from mcp_bridge import database
+from mcp_bridge import trips as trips_module
 from mcp_bridge.server import transport_security
+from mcp_bridge.trips import on_thread
 from taproot_site.asgi import TaprootASGI, build_application
 from tests.conftest import is_postgres
 from tests.live_server import run_server
@@ -192,25 +194,31 @@ async def post_in_process(
 def test_a_tool_call_makes_two_trips_off_the_event_loop_and_nothing_else_does(
     monkeypatch, settings, user
 ):
-    """The token check, then the tool's service call: each one trip from the event loop
-    to a database thread (mcp_bridge.database); between them, a recall's query or a new
-    memory is embedded on a thread of its own (mcp_bridge.embedding). Nothing else in a
-    request leaves the loop (no request signals, no second user lookup), and a request
-    without a token makes no trip at all."""
+    """The token check, then the tool's service call: each one trip (mcp_bridge.trips)
+    from the event loop to a database thread (mcp_bridge.database); between them, a
+    recall's query or a new memory is embedded on a thread of its own
+    (mcp_bridge.embedding). Nothing else in a request leaves the loop (no request
+    signals, no second user lookup, no sync_to_async), and a request without a token
+    makes no trip at all."""
     token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)
     trips: list[str] = []
-    hop = SyncToAsync.__call__
+    hop, other_hop = on_thread, SyncToAsync.__call__
 
-    async def noted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
-        work = args[0] if self.func is database.in_database_thread else self.func
+    async def noted(pool: Any, function: Any, *args: Any, **kwargs: Any) -> Any:
+        work = args[0] if function is database.in_database_thread else function
         trips.append(getattr(work, "__name__", repr(work)))
-        return await hop(self, *args, **kwargs)
+        return await hop(pool, function, *args, **kwargs)
+
+    async def other(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
+        trips.append(f"sync_to_async({getattr(self.func, '__name__', repr(self.func))})")
+        return await other_hop(self, *args, **kwargs)
 
     async def requests() -> list[tuple[int, list[str]]]:
         app = build_application()
         seen = []
         async with lifespan(app):
-            monkeypatch.setattr(SyncToAsync, "__call__", noted)
+            monkeypatch.setattr(trips_module, "on_thread", noted)
+            monkeypatch.setattr(SyncToAsync, "__call__", other)
             for body, sent_token in [
                 (INITIALIZE, token),
                 (tool_call("taproot_status"), token),
