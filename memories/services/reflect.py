@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.db.models.functions import Length
 
 from memories.conf import catalog_window_days, meaning_model, reflect_max_tokens
@@ -194,12 +194,17 @@ def _in_order(
     *,
     window: tuple[datetime, int | None] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """These memories' `fields`, in core and catalog order (salience high to low, last
-    touch newest first, then id), read lazily a page at a time: one salience rank after
-    another, each in the tiers' order index (memory_live_tier_order), so a page costs
+    """These memories' `fields` (the id first, the last touch among them), in core and
+    catalog order (salience high to low, last touch newest first, then id), read lazily a
+    page at a time: one salience rank after another, each in the tiers' order index
+    (memory_live_tier_order), each page from where the last one ended, so a page costs
     what it holds, however many memories come after it. `saliences`: those the memories
     hold (from the kept counts). With a `window` (now, days), only what the catalog
-    window admits."""
+    window admits. Each page is a statement of its own: a memory a write moves between
+    two of them is yielded once at most, and none is skipped but one moved before the
+    page (as if read a moment later)."""
+    touch = fields.index("last_touched_at")
+    seen: set[Any] = set()
     ranks: dict[int, list[str]] = {}
     for salience in sorted(saliences):
         ranks.setdefault(salience_rank(salience), []).append(salience)
@@ -208,13 +213,20 @@ def _in_order(
         if window is not None and window[1] is not None and ranks[rank] != [Salience.HIGH]:
             picked = picked.touched_lately(window[0], window[1])
         ordered = picked.order_by("-last_touched_at", "id").values_list(*fields)
-        start, size = 0, FIRST_PAGE
+        page_rows, size = ordered, FIRST_PAGE
         while True:
-            page = list(ordered[start : start + size])
-            yield from page
+            page = list(page_rows[:size])
+            for row in page:
+                if row[0] not in seen:
+                    seen.add(row[0])
+                    yield row
             if len(page) < size:
                 break
-            start, size = start + size, size * 2
+            touched, pk = page[-1][touch], page[-1][0]
+            page_rows = ordered.filter(last_touched_at__lte=touched).filter(
+                Q(last_touched_at__lt=touched) | Q(pk__gt=pk)
+            )
+            size *= 2
 
 
 def _kept(owner: User, now: datetime, window_days: int | None) -> _Kept:

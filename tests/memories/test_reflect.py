@@ -451,6 +451,27 @@ def test_core_memories_are_read_only_while_they_could_fit(user, make_memory):
     assert result.text == whole.text
 
 
+def test_a_memory_a_write_moves_between_two_pages_is_read_once(user, make_memory):
+    from memories.models import Memory
+    from memories.services.reflect import FIRST_PAGE, _in_order
+
+    made = [
+        make_memory(salience="high", updated_at=NOW - timedelta(hours=i))
+        for i in range(FIRST_PAGE + 8)
+    ]
+    rows = _in_order(
+        Memory.objects.filter(owner=user), {"high", "medium"}, ("id", "last_touched_at")
+    )
+    first = [next(rows) for _ in range(FIRST_PAGE)]
+    # Between the first page and the second: one already read is demoted to medium, and
+    # one is touched long ago, both moving after what was read.
+    Memory.objects.filter(pk=made[0].pk).update(salience="medium")
+    Memory.objects.filter(pk=made[1].pk).update(last_touched_at=NOW - timedelta(days=900))
+    read = [row[0] for row in (*first, *rows)]
+    assert len(read) == len(set(read)) == len(made)
+    assert set(read) == {m.pk for m in made}
+
+
 # --- short ids ----------------------------------------------------------------------
 
 
