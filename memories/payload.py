@@ -8,9 +8,9 @@ end of the catalog order first), then the recent closings (the oldest first: sho
 with a marker, then left out), then core memories: those that do not fit in full (the end
 of the core order) are sent as catalog-style lines in `core_overflow`, and when even those
 lines do not fit, the last of them are left out and counted in `core_omitted`. That order
-is `GIVES_WAY`, declared once: the builder gives way by it and `catalog_read_bound` (how
-many catalog lines reflect reads) derives from it, so reordering it cannot make the bounded
-read send something other than a full read would.
+is `GIVES_WAY`, declared once: the builder gives way by it and `catalog_read_room` (the
+room reflect reads catalog lines for) derives from it, so reordering it cannot make the
+bounded read send something other than a full read would.
 
 A fast path: finding what gives way tries many layouts, and each one's text is put
 together from pieces serialised once (`_Builder.assemble`) rather than serialised whole.
@@ -47,7 +47,6 @@ from memories.payload_entries import (
     core_content_fits,
     estimate_tokens,
     gist_text,
-    max_lines,
     payload_warnings,
     shown_id,
 )
@@ -72,14 +71,15 @@ GIVES_WAY: tuple[GivesWay, ...] = (
 )
 
 
-def catalog_read_bound(
+def catalog_read_room(
     *, max_tokens: int, core: Sequence[tuple[int, str]], n_full: int, closings: Sequence[str]
 ) -> int:
-    """No payload sends more catalog lines than this, for these core memories in core order
-    (each one's content length and gist), of which the first `n_full` could fit in full
-    (`core_content_fits`), and these closings' reflections. While any catalog line is sent,
-    whatever gives way after the catalog lines is sent whole, so what it takes at the least
-    leaves room for so many lines."""
+    """No payload sends catalog lines taking more characters than this, for these core
+    memories in core order (each one's content length and gist), of which the first
+    `n_full` could fit in full (`core_content_fits`), and these closings' reflections.
+    While any catalog line is sent, whatever gives way after the catalog lines is sent
+    whole, so what it takes at the least is not room for lines. Reflect reads catalog
+    lines while they could fit in it (`could_fit`, each taking at least `line_chars`)."""
     later = set(GIVES_WAY[GIVES_WAY.index(GivesWay.CATALOG_LINES) + 1 :])
     taken = len(USAGE_NOTE)
     if GivesWay.CLOSINGS in later:
@@ -93,7 +93,7 @@ def catalog_read_bound(
             taken += min(content_length, line_length)
         else:
             taken += line_length
-    return max_lines(max_tokens * 4 - taken)
+    return max_tokens * 4 - taken
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ estimated, the order of the catalog, and the payload's own words (the usage note
 catalog note, the warnings)."""
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -158,6 +158,33 @@ MIN_LINE_CHARS = len(f'"[{"0" * SHORT_ID_MIN}] x",')
 def max_lines(chars: int) -> int:
     """No payload can hold more lines than this in `chars` characters."""
     return max(chars, 0) // MIN_LINE_CHARS + 1 if chars > 0 else 0
+
+
+def line_chars(gist: str) -> int:
+    """The fewest characters a line of this gist takes against the budget, catalog or
+    core_overflow: MIN_LINE_CHARS with the gist as shown for its one character."""
+    return MIN_LINE_CHARS - 1 + len(gist_text(gist))
+
+
+def core_chars(content_length: int, gist: str) -> int:
+    """The fewest characters a core memory takes against the budget, in full (its text
+    and more) or as a line, whichever it ends as."""
+    return max(MIN_LINE_CHARS, min(content_length, line_chars(gist)))
+
+
+def could_fit[T](items: Iterable[T], chars: Callable[[T], int], room: int) -> Iterator[T]:
+    """The first `items` (in the order they would be sent) that a payload could send in
+    `room` characters, each taking at least `chars` of it, and one more: nothing after
+    them is taken from `items`, so a reader stops there. With every item at
+    MIN_LINE_CHARS, as many as `max_lines(room)`."""
+    if room <= 0:
+        return
+    used = 0
+    for item in items:
+        yield item
+        used += chars(item)
+        if used > room:
+            return
 
 
 def catalog_order(entry: CatalogEntry | CoreEntry) -> tuple[int, int, str]:

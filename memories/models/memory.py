@@ -336,19 +336,60 @@ class Memory(models.Model):
                 name="memory_live_gist_hash",
             ),
             models.Index(fields=["owner", "id_prefix"], name="memory_owner_id_prefix"),
-            # The suggestions' rules: core memories by last touch (demote), and low-salience
-            # non-core ones never recalled (archive), each a small part of the store.
+            # Core and catalog memories in the order reflect shows them, a salience at a
+            # time: it reads the first of each and stops once the budget is full.
             models.Index(
-                fields=["owner", "last_touched_at"],
+                fields=["owner", "core", "salience", "-last_touched_at", "id"],
+                condition=Q(archived_at__isnull=True),
+                name="memory_live_tier_order",
+            ),
+            # The suggestions' rules, each counted in its index alone and listed in its
+            # order from it (memories.services.suggestions): core memories by last touch
+            # (demote), low-salience non-core ones never recalled (archive), non-core ones
+            # recalled often, by their last recall (promote). Each condition's columns are
+            # also its index's last fields: SQLite reads a partial index alone only when
+            # it holds every column the query names, its condition's too.
+            models.Index(
+                fields=["owner", "last_touched_at", "id", "archived_at", "core"],
                 condition=Q(archived_at__isnull=True, core=True),
-                name="memory_live_core_touch",
+                name="memory_live_demote_order",
             ),
             models.Index(
-                fields=["owner", "last_touched_at"],
+                fields=[
+                    "owner",
+                    "last_touched_at",
+                    "id",
+                    "archived_at",
+                    "core",
+                    "salience",
+                    "retrieval_count",
+                    "last_retrieved",
+                ],
                 condition=Q(
-                    archived_at__isnull=True, core=False, salience="low", retrieval_count=0
+                    archived_at__isnull=True,
+                    core=False,
+                    salience="low",
+                    retrieval_count=0,
+                    last_retrieved__isnull=True,
                 ),
-                name="memory_live_archivable",
+                name="memory_live_archive_order",
+            ),
+            models.Index(
+                fields=[
+                    "owner",
+                    "last_retrieved",
+                    "last_touched_at",
+                    "retrieval_count",
+                    "id",
+                    "archived_at",
+                    "core",
+                ],
+                condition=Q(
+                    archived_at__isnull=True,
+                    core=False,
+                    retrieval_count__gte=PROMOTE_MIN_RECALLS,
+                ),
+                name="memory_live_promote_order",
             ),
         ]
 

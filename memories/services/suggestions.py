@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Window
+from django.db.models import Count, IntegerField, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from memories.errors import SuggestionStale
 from memories.models import (
@@ -76,39 +77,67 @@ class SuggestionGroup:
         }
 
 
-def _candidates(owner: User, kind: str, now: datetime) -> MemoryQuerySet:
-    """The memories a rule picks, not dismissed, in the order they are listed: the most
-    recalled first for promotion, the longest idle first otherwise."""
+def _picked(owner: User, kind: str, now: datetime) -> MemoryQuerySet:
+    """Every memory a rule picks, dismissed or not, unordered."""
     mine = Memory.objects.for_owner(owner)
     if kind == PROMOTE:
-        picked = mine.promotion_candidates(now).order_by(
-            "-retrieval_count", "-last_retrieved", "id"
-        )
-    elif kind == DEMOTE:
-        picked = mine.demotion_candidates(now).order_by("last_touched_at", "id")
-    else:
-        picked = mine.archive_candidates(now).order_by("last_touched_at", "id")
-    return picked.not_dismissed(kind)
+        return mine.promotion_candidates(now)
+    if kind == DEMOTE:
+        return mine.demotion_candidates(now)
+    return mine.archive_candidates(now)
+
+
+def _order(kind: str) -> tuple[str, ...]:
+    """The order a rule's memories are listed in: the most recalled first for promotion,
+    the longest idle first otherwise."""
+    if kind == PROMOTE:
+        return ("-retrieval_count", "-last_retrieved", "id")
+    return ("last_touched_at", "id")
+
+
+def _candidates(owner: User, kind: str, now: datetime) -> MemoryQuerySet:
+    """The memories a rule picks, not dismissed, in the order they are listed."""
+    return _picked(owner, kind, now).order_by(*_order(kind)).not_dismissed(kind)
+
+
+def _count(rows: MemoryQuerySet) -> Coalesce:
+    """How many rows, as a value of the query it is put in (0 for none)."""
+    counted = rows.order_by().values("owner").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted), Value(0), output_field=IntegerField())
+
+
+def _listed(owner: User, kind: str, now: datetime, limit: int) -> list[tuple[uuid.UUID, str, int]]:
+    """The first `limit` memories the rule picks that were not dismissed, in its order
+    (id, gist), each with how many it picks that were not dismissed. They are chosen in the
+    rule's index alone (memory_live_*_order) and only they are read from the table; the
+    count is all the rule picks, counted in that index alone, less those it picks among
+    the owner's dismissals of that kind (a person's few): never a row of the table read
+    per memory the rule picks."""
+    picked = _picked(owner, kind, now)
+    order = _order(kind)
+    dismissed = DismissedSuggestion.objects.filter(owner=owner, kind=kind).values("memory_id")
+    chosen = picked.order_by(*order).not_dismissed(kind).values("id")[:limit]
+    return list(
+        Memory.objects.filter(pk__in=chosen)
+        .order_by(*order)
+        .annotate(total=_count(picked) - _count(picked.filter(pk__in=dismissed)))
+        .values_list("id", "gist", "total")
+    )
 
 
 def suggestions(
     *, owner: User, now: datetime | None = None, limit: int = STATUS_SAMPLE
 ) -> list[SuggestionGroup]:
-    """Each kind's count and its first `limit` memories: one query per kind, and one for
-    the short ids of them all."""
+    """Each kind's count and its first `limit` memories: one query per kind (the count a
+    value of it), and one for the short ids of them all."""
     now = now_or(now)
-    rows: dict[str, list[tuple[uuid.UUID, str, int]]] = {}
-    for kind in SUGGESTION_KINDS:
-        rows[kind] = list(
-            _candidates(owner, kind, now)
-            .annotate(total=Window(Count("pk")))
-            .values_list("id", "gist", "total")[:limit]
-        )
+    rows = {kind: _listed(owner, kind, now, limit) for kind in SUGGESTION_KINDS}
     shown_ids = short_ids(owner, (pk for found in rows.values() for pk, _, _ in found))
     return [
         SuggestionGroup(
             kind=kind,
             reason=REASONS[kind],
+            # None listed: none not dismissed, so none to count.
             count=found[0][2] if found else 0,
             memories=[Suggested(pk, shown_ids[pk], gist) for pk, gist, _ in found],
         )

@@ -20,7 +20,7 @@ from memories.payload import (
     _Builder,
     _Layout,
     build_reflect_payload,
-    catalog_read_bound,
+    catalog_read_room,
 )
 from memories.payload_entries import (
     CLOSING_MIN_CHARS,
@@ -32,9 +32,11 @@ from memories.payload_entries import (
     catalog_headings,
     catalog_note,
     catalog_order,
+    core_chars,
     core_content_fits,
+    could_fit,
     estimate_tokens,
-    max_lines,
+    line_chars,
 )
 from memories.vocabulary import CATEGORY_ORDER as CATEGORIES
 
@@ -708,23 +710,24 @@ def test_the_payload_never_exceeds_its_budget_and_gives_way_in_order(store, max_
 
 def bounded_read(core, catalog, closings, max_tokens):
     """What memories.services.reflect reads of a store: the core memories that could be sent,
-    the text of those that could fit in full, the catalog lines up to catalog_read_bound; the
-    rest only counted."""
+    the text of those that could fit in full, the catalog lines that could fit the room
+    catalog_read_room leaves them; the rest only counted."""
     core = sorted(core, key=catalog_order)
-    read_core = core[: max_lines(max_tokens * 4)]
+    read_core = list(could_fit(core, lambda e: core_chars(len(e.content), e.gist), max_tokens * 4))
     n_full = core_content_fits((len(e.content) for e in read_core), max_tokens)
-    bound = catalog_read_bound(
+    room = catalog_read_room(
         max_tokens=max_tokens,
         core=[(len(e.content), e.gist) for e in read_core],
         n_full=n_full,
         closings=[c.reflection for c in closings],
     )
     lines = sorted(catalog, key=catalog_order)
+    read_lines = list(could_fit(lines, lambda e: line_chars(e.gist), room))
     return {
         "core": [e if i < n_full else replace(e, content=None) for i, e in enumerate(read_core)],
         "core_unlisted": len(core) - len(read_core),
-        "catalog": lines[:bound],
-        "unlisted": dict(Counter(e.category for e in lines[bound:])),
+        "catalog": read_lines,
+        "unlisted": dict(Counter(e.category for e in lines[len(read_lines) :])),
     }
 
 

@@ -259,10 +259,18 @@ def test_other_users_memories_are_invisible(user, other_user, make_memory):
     assert "catalog_omitted" not in payload
 
 
+def _queries_of_reflect(user) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        reflect(owner=user, now=NOW)
+    return len(queries)
+
+
+@override_settings(CATALOG_WINDOW_DAYS=45)
 @pytest.mark.parametrize("size", [5, 200])
-def test_reflect_query_count_does_not_grow_with_the_store(
-    user, make_memory, django_assert_max_num_queries, size
-):
+def test_reflect_query_count_does_not_grow_with_the_store(user, make_memory, size):
     for i in range(size):
         make_memory(
             core=i % 10 == 0,
@@ -273,10 +281,15 @@ def test_reflect_query_count_does_not_grow_with_the_store(
     for i in range(5):
         Closing.objects.create(owner=user, reflection=f"r{i}", created_at=NOW)
     # The kept counts and those touched lately, core memories, their text, closings,
-    # catalog lines, short ids.
-    with django_assert_max_num_queries(7):
-        result = reflect(owner=user, now=NOW)
-    assert result.payload["core_count"] == len(range(0, size, 10))
+    # catalog lines, short ids; core memories and catalog lines a salience at a time, in
+    # pages while they could fit (two for the 200's 60 high-salience lines).
+    queries = _queries_of_reflect(user)
+    assert queries == (9 if size == 5 else 12)
+    # Memories it can only count add no query.
+    for i in range(100):
+        make_memory(salience=("medium", "low")[i % 2], updated_at=NOW - timedelta(days=400))
+    assert _queries_of_reflect(user) == queries
+    assert reflect(owner=user, now=NOW).payload["core_count"] == len(range(0, size, 10))
 
 
 def test_reflect_does_not_read_the_content_of_catalog_or_omitted_memories(user, make_memory):
@@ -355,6 +368,108 @@ def test_lines_beyond_what_could_fit_are_counted_not_read_and_the_payload_is_unc
     assert result.text == whole.text
     assert result.cut_count == whole.cut_count == len(made) - 1 - result.payload["catalog_count"]
     assert len(result.cut) < result.cut_count
+
+
+@override_settings(REFLECT_MAX_TOKENS=2000)
+@override_settings(CATALOG_WINDOW_DAYS=45)
+def test_catalog_lines_are_read_only_while_they_could_fit(user, make_memory):
+    from memories.payload import build_reflect_payload, catalog_read_room
+    from memories.payload_entries import CatalogEntry, catalog_order, could_fit, line_chars
+
+    made = [
+        make_memory(
+            salience=("high", "medium", "low", "High")[i % 4],
+            gist=f"A  line\tof {'word ' * (i % 30)}number {i}",
+            updated_at=NOW - timedelta(hours=i // 3),
+        )
+        for i in range(400)
+    ]
+    result = reflect(owner=user, now=NOW)
+
+    lines = sorted(
+        (CatalogEntry(str(m.pk), m.category, m.salience, m.gist, m.updated_at) for m in made),
+        key=catalog_order,
+    )
+    room = catalog_read_room(max_tokens=2000, core=[], n_full=0, closings=[])
+    could = list(could_fit(lines, lambda e: line_chars(e.gist), room))
+    # The lines read are the first of the catalog order that could fit, and only those.
+    assert [e.id for e in (*result.included, *result.cut)] == [e.id for e in could]
+    assert len(could) < 150
+    whole = build_reflect_payload(
+        core=[],
+        catalog=lines,
+        omitted={},
+        closings=[],
+        window_days=45,
+        max_tokens=2000,
+        shown_ids={e.id: e.id[:8] for e in lines},
+    )
+    assert result.text == whole.text
+
+
+@override_settings(REFLECT_MAX_TOKENS=2000)
+def test_core_memories_are_read_only_while_they_could_fit(user, make_memory):
+    from memories.payload import build_reflect_payload
+    from memories.payload_entries import CoreEntry, catalog_order, core_chars, could_fit
+
+    made = [
+        make_memory(
+            core=True,
+            category=CATEGORIES[i % 4],
+            salience=("high", "medium", "low")[i % 3],
+            gist=f"Core gist {i} " + "long " * 40,
+            content=f"Core text {i} " + "much longer " * 100,
+            updated_at=NOW - timedelta(hours=i),
+        )
+        for i in range(200)
+    ]
+    result = reflect(owner=user, now=NOW)
+
+    entries = sorted(
+        (
+            CoreEntry(
+                str(m.pk), m.category, m.salience, m.gist, m.updated_at, m.updated_at, m.content
+            )
+            for m in made
+        ),
+        key=catalog_order,
+    )
+    could = list(could_fit(entries, lambda e: core_chars(len(e.content), e.gist), 2000 * 4))
+    read = [*result.core_full, *result.core_lines, *result.core_cut]
+    assert [e.id for e in read] == [e.id for e in could]
+    assert len(could) < 50
+    assert result.core_omitted == 200 - len(result.core_full) - len(result.core_lines)
+    whole = build_reflect_payload(
+        core=entries,
+        catalog=[],
+        omitted={},
+        closings=[],
+        window_days=None,
+        max_tokens=2000,
+        shown_ids={e.id: e.id[:8] for e in entries},
+    )
+    assert result.text == whole.text
+
+
+def test_a_memory_a_write_moves_between_two_pages_is_read_once(user, make_memory):
+    from memories.models import Memory
+    from memories.services.reflect import FIRST_PAGE, _in_order
+
+    made = [
+        make_memory(salience="high", updated_at=NOW - timedelta(hours=i))
+        for i in range(FIRST_PAGE + 8)
+    ]
+    rows = _in_order(
+        Memory.objects.filter(owner=user), {"high", "medium"}, ("id", "last_touched_at")
+    )
+    first = [next(rows) for _ in range(FIRST_PAGE)]
+    # Between the first page and the second: one already read is demoted to medium, and
+    # one is touched long ago, both moving after what was read.
+    Memory.objects.filter(pk=made[0].pk).update(salience="medium")
+    Memory.objects.filter(pk=made[1].pk).update(last_touched_at=NOW - timedelta(days=900))
+    read = [row[0] for row in (*first, *rows)]
+    assert len(read) == len(set(read)) == len(made)
+    assert set(read) == {m.pk for m in made}
 
 
 # --- short ids ----------------------------------------------------------------------

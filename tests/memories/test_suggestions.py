@@ -108,6 +108,25 @@ def test_counts_cover_every_memory_a_rule_picks_beyond_those_listed(user, make_m
     assert [m.gist for m in archive.memories] == [f"old {i}" for i in (7, 6, 5, 4, 3)]
 
 
+def test_counts_leave_out_dismissed_memories_listed_or_not(user, other_user, make_memory):
+    old = [
+        make_memory(gist=f"old {i}", salience="low", updated_at=NOW - timedelta(days=400 + i))
+        for i in range(9)
+    ]
+    # Dismissed: one that would be listed, one that would only be counted, and one for
+    # another kind (still suggested for archiving).
+    dismiss_suggestion(owner=user, memory_id=old[8].pk, kind="archive", now=NOW)
+    dismiss_suggestion(owner=user, memory_id=old[0].pk, kind="archive", now=NOW)
+    dismiss_suggestion(owner=user, memory_id=old[1].pk, kind="promote", now=NOW)
+    # Another owner's dismissal of the same kind changes nothing here.
+    theirs = make_memory(owner=other_user, salience="low", updated_at=NOW - timedelta(days=400))
+    dismiss_suggestion(owner=other_user, memory_id=theirs.pk, kind="archive", now=NOW)
+    archive = next(g for g in suggestions(owner=user, now=NOW) if g.kind == "archive")
+    assert archive.count == 7
+    assert [m.gist for m in archive.memories] == [f"old {i}" for i in (7, 6, 5, 4, 3)]
+    assert suggested(user, "archive") == {f"old {i}" for i in range(1, 8)}
+
+
 def test_a_dismissed_suggestion_is_not_made_again_but_others_for_the_memory_are(user, make_memory):
     memory = make_memory(
         gist="both",
