@@ -9,7 +9,7 @@ cost follows the owner's store, each on a session of its owner's token opened at
 first call.
 
     .venv/bin/python -m bench.many_users --database-url URL [--owners 1000]
-        [--memories 1000] [--workers 2] [--clients 4 16] [--seconds 20] [--no-load]
+        [--memories 1000] [--workers 2] [--clients 4 16] [--seconds 20] [--no-load | --load-only]
 
 Progress goes to a terminal; without one, only the results (JSON lines) are printed.
 """
@@ -223,6 +223,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-load", action="store_true", help="the owners are loaded already")
+    parser.add_argument("--load-only", action="store_true", help="load the owners, measure nothing")
     args = parser.parse_args(argv)
     if args.owners < 1 or args.memories < 10:
         parser.error("--owners must be at least 1 and --memories at least 10")
@@ -244,6 +245,8 @@ def main(argv: list[str]) -> None:
     owners = owner_names(args.owners)
     if not args.no_load:
         load(owners, template, progress)
+    if args.load_only:
+        return
     progress(f"issuing {len(owners)} tokens")
     tokens = {name: issue_token(name) for name in owners}
     queries = [query_pools(template, seed=args.seed).pick("middle", 3, i) for i in range(60)]

@@ -110,8 +110,13 @@ def test_owners_copied_in_sql_hold_what_the_bulk_loader_gave_the_first() -> None
     assert len(set(RecallEntry.objects.values_list("pk", flat=True))) == RecallEntry.objects.count()
     assert RecallEntry.objects.values("memory_id").distinct().count() == Memory.objects.count()
     assert len(set(RecallIndex.objects.values_list("generation", flat=True))) == len(names)
-    # A token points at its own owner's entry.
+    # Every row points at its own owner's memory or entry (PostgreSQL copies without the
+    # foreign keys' checks).
     assert not MemoryToken.objects.exclude(owner_id=F("entry__owner_id")).exists()
+    memory_ids = set(Memory.objects.values_list("pk", flat=True))
+    for model in (RecallEntry, MemoryTag, MemoryVector):
+        assert set(model.objects.values_list("memory_id", flat=True)) <= memory_ids
+        assert not model.objects.exclude(owner_id=F("memory__owner_id")).exists()
     # The counts the triggers kept are the rows' counts.
     owner_ids = [u.pk for u in users.values()]
     assert kept_counts(owner_ids) == counted_rows(owner_ids)
