@@ -93,7 +93,8 @@ def _make_map(cursor: Any, rows: list[tuple[Any, ...]]) -> None:
     uuid_type = "uuid" if connection.vendor == "postgresql" else "char(32)"
     cursor.execute(
         f"CREATE TEMPORARY TABLE {MAP_TABLE} (old_id {uuid_type} NOT NULL,"
-        f" new_id {uuid_type} NOT NULL PRIMARY KEY, owner_id integer NOT NULL, links text)"
+        f" new_id {uuid_type} NOT NULL PRIMARY KEY, owner_id integer NOT NULL, links text,"
+        " old_entry bigint, new_entry bigint)"
     )
     cursor.executemany(
         f"INSERT INTO {MAP_TABLE} (old_id, new_id, owner_id, links) VALUES (%s, %s, %s, %s)",
@@ -141,17 +142,22 @@ def _copy_keyed(
 
 def _copy_tokens(cursor: Any, source_id: int) -> None:
     """Tokens point at ranking entries by the entries' own ids: the copy's entry is the one
-    of the copy's memory."""
+    of the copy's memory, found once per memory (not once per token) in the map."""
     entries = _q(RecallEntry._meta.db_table)
-    replaced = {"entry_id": "e.id", "owner_id": "m.owner_id"}
+    cursor.execute(
+        f"UPDATE {MAP_TABLE} SET"
+        f" old_entry = (SELECT id FROM {entries} WHERE memory_id = {MAP_TABLE}.old_id),"
+        f" new_entry = (SELECT id FROM {entries} WHERE memory_id = {MAP_TABLE}.new_id)"
+    )
+    cursor.execute(f"CREATE INDEX {MAP_TABLE}_entry ON {MAP_TABLE} (old_entry)")
+    cursor.execute(f"ANALYZE {MAP_TABLE}")
+    replaced = {"entry_id": "m.new_entry", "owner_id": "m.owner_id"}
     columns = _columns(MemoryToken, skip={"id"})
     values = ", ".join(replaced.get(c, f"t.{_q(c)}") for c in columns)
     cursor.execute(
         f"INSERT INTO {_q(MemoryToken._meta.db_table)} ({', '.join(map(_q, columns))})"
         f" SELECT {values} FROM {_q(MemoryToken._meta.db_table)} t"
-        f" JOIN {entries} s ON s.id = t.entry_id"
-        f" JOIN {MAP_TABLE} m ON m.old_id = s.memory_id"
-        f" JOIN {entries} e ON e.memory_id = m.new_id"
+        f" JOIN {MAP_TABLE} m ON m.old_entry = t.entry_id"
         " WHERE t.owner_id = %s",
         [source_id],
     )
