@@ -172,7 +172,7 @@ async def throughput(
     clients: int,
     seconds: float,
     seed: int,
-    measured: dict[str, Any],
+    measured: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`clients` callers back to back for `seconds` after a warm-up, each call a recall of
     a random owner on that owner's session (all of them opened first, untimed, in this
@@ -180,6 +180,7 @@ async def throughput(
     figures go into `measured` as soon as they are taken."""
     from bench.http_bench import open_client
 
+    measured = {} if measured is None else measured
     rng = random.Random(f"taproot-bench-many-{seed}-{clients}")
     owners = sorted(tokens)
     samples: list[float] = []
