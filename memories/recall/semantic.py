@@ -9,6 +9,7 @@ the stored float16 values), scans it for the "meaning alone" places, and bounds 
 cosine any memory has with a query that many memories match.
 """
 
+import ctypes
 import math
 import threading
 import uuid
@@ -412,4 +413,36 @@ def _rows_since(owner_id: int, embedder: Embedder, version: int) -> list[tuple[u
     return [(memory_id, bytes(data)) for memory_id, data in rows.values_list("memory_id", "vector")]
 
 
+# glibc's mallopt parameters, and the mmap threshold kept: its default, 128 KiB.
+_M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
+MMAP_THRESHOLD = 128 * 1024
+ARENA_MAX = 2
+
+
+def give_back_let_go_owners() -> bool:
+    """Make glibc's malloc give the memory of an owner let go back to the system (once per
+    process, before the cache fills; False where the C library is not glibc).
+
+    Left as it is, glibc raises its mmap threshold to the size of any mapped block freed:
+    after the first owner is let go, owners' matrices (a megabyte at 1,000 memories) come
+    from the heap, where freed ones leave holes, and each thread of a worker's pool may
+    allocate in a heap of its own (up to 8 per core). A cache kept at its 255 MB budget
+    by 8 threads serving 300 owners of 1,000 memories then grew its process past its base
+    + budget, and kept growing (+64 MB after 2,500 recalls); with the threshold fixed and
+    two heaps, +7 MB, steady (docs/benchmarks.md, issue 32 item 7). A fixed threshold maps
+    every block of 128 KiB or more apart, so a matrix freed is unmapped at once."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+        libc.gnu_get_libc_version  # noqa: B018 (glibc only)
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
+        mallopt(_M_ARENA_MAX, ARENA_MAX)
+    )
+
+
+give_back_let_go_owners()
 CACHE = VectorCache()
