@@ -14,16 +14,14 @@ JSON, with the load average.
 import argparse
 import json
 import os
-import random
 import shutil
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench.database import bench_environment, checkpoint, setup_django, sqlite_database
-from bench.fixed_cost import RECALL_BY_IDS, server
+from bench.fixed_cost import recall_store, server
 from bench.serving import ROOT, free_port, public_url
 
 HERE = Path(__file__).resolve().parent
@@ -71,18 +69,7 @@ def main() -> None:
     os.environ["TAPROOT_PUBLIC_URL"] = public_url(free_port())
     setup_django(database.url)
 
-    from bench.service_bench import prepare_store
-    from bench.serving import issue_token
-    from bench.synthetic import OWNER
-    from memories.models import Memory
-
-    prepare_store(1000, 7, datetime.now(UTC))
-    token = issue_token(OWNER)
-    ids = [
-        str(i) for i in Memory.objects.filter(owner__username=OWNER).values_list("id", flat=True)
-    ]
-    rng = random.Random(7)
-    id_sets = [rng.sample(ids, RECALL_BY_IDS) for _ in range(100)]
+    token, id_sets = recall_store()
     checkpoint()
     env = {**os.environ, **bench_environment(database.url), "PYTHONUNBUFFERED": "1"}
     roots = {"after": ROOT} if args.before is None else {"before": args.before, "after": ROOT}

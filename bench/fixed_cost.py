@@ -48,6 +48,23 @@ from bench.timing import percentile
 RECALL_BY_IDS = 5
 
 
+def recall_store() -> tuple[str, list[list[str]]]:
+    """The bench's store of 1,000 memories prepared in the database Django is set up on, a
+    token of its owner's, and 100 sets of RECALL_BY_IDS of its ids to recall by."""
+    from bench.service_bench import prepare_store
+    from bench.serving import issue_token
+    from bench.synthetic import OWNER
+    from memories.models import Memory
+
+    prepare_store(1000, 7, datetime.now(UTC))
+    token = issue_token(OWNER)
+    ids = [
+        str(i) for i in Memory.objects.filter(owner__username=OWNER).values_list("id", flat=True)
+    ]
+    rng = random.Random(7)
+    return token, [rng.sample(ids, RECALL_BY_IDS) for _ in range(100)]
+
+
 @contextmanager
 def server(root: Path, env: dict[str, str], app: str, port: int) -> Iterator[tuple[str, int]]:
     """The server's URL and process id, while it runs."""
@@ -114,18 +131,8 @@ def main() -> None:
 
     import httpx2
 
-    from bench.service_bench import prepare_store
-    from bench.serving import issue_token
-    from bench.synthetic import OWNER
-    from memories.models import Memory
-
-    prepare_store(1000, 7, datetime.now(UTC))
-    token = issue_token(OWNER)
-    ids = [
-        str(i) for i in Memory.objects.filter(owner__username=OWNER).values_list("id", flat=True)
-    ]
+    token, id_sets = recall_store()
     rng = random.Random(7)
-    id_sets = [rng.sample(ids, RECALL_BY_IDS) for _ in range(100)]
     words = ["harbour", "violin", "lantern", "orchard", "glacier", "compass", "meadow"]
 
     def arguments(n: int) -> dict[str, object]:
