@@ -16,7 +16,7 @@ from mcp_bridge.handlers import recall_filters
 from memories.conf import activation_config, ranking_profile
 from memories.models import Memory
 from memories.recall.ranking import Relevance, parse_query, query_weights
-from memories.recall.scoring import Filters, best_candidates, statistics
+from memories.recall.scoring import Band, Filters, best_candidates, statistics
 from memories.services import rank_memories
 from tests.conftest import NOW
 from tests.memories.reference import reference_rank
@@ -107,6 +107,42 @@ def test_recall_of_common_words_ranks_exactly_as_the_reference(
     ]
 
 
+def _band(user, query: str, *, limit: int, now, blend: bool) -> Band:
+    """The band the scoring statement returns for `query`, as recall asks for it."""
+    profile, config = ranking_profile(), activation_config()
+    parsed = parse_query(query, profile)
+    index = statistics(user.pk, parsed.tokens)
+    weights = query_weights(parsed, profile=profile, live=index.live, df=index.df, config=config)
+    factors = profile.factors(config)
+    return best_candidates(
+        user.pk,
+        weights=weights,
+        factors=factors,
+        denominator=Relevance(weights, *factors).denominator,
+        filters=Filters(),
+        limit=limit,
+        now=now,
+        config=config,
+        blend=blend,
+    )
+
+
+def _assert_ranked_as_the_reference(user, query: str, *, limit: int, now) -> None:
+    profile, config = ranking_profile(), activation_config()
+    live = [values(m) for m in Memory.objects.for_owner(user).live()]
+    expected = reference_rank(
+        live,
+        query,
+        profile=profile,
+        now=now,
+        config=config,
+        limit=limit,
+        cosine=cosine_with(query),
+    )
+    got = rank_memories(user, recall_filters(query=query, limit=limit)[0], now=now).ranked
+    assert [(r.candidate.id, r.score) for r in got] == [(r.candidate.id, r.score) for r in expected]
+
+
 @pytest.mark.parametrize("embedder", ["wordllama", "none"])
 @pytest.mark.parametrize("limit", [1, 3])
 def test_matches_that_cannot_take_a_place_are_left_unscored(
@@ -127,37 +163,11 @@ def test_matches_that_cannot_take_a_place_are_left_unscored(
         )
     query = "garden tea rain"
     now = NOW + timedelta(days=1)
-    profile, config = ranking_profile(), activation_config()
-    parsed = parse_query(query, profile)
-    index = statistics(user.pk, parsed.tokens)
-    weights = query_weights(parsed, profile=profile, live=index.live, df=index.df, config=config)
-    factors = profile.factors(config)
-    band = best_candidates(
-        user.pk,
-        weights=weights,
-        factors=factors,
-        denominator=Relevance(weights, *factors).denominator,
-        filters=Filters(),
-        limit=limit,
-        now=now,
-        config=config,
-        blend=embedder != "none",
-    )
+    band = _band(user, query, limit=limit, now=now, blend=embedder != "none")
     assert band.matched == 66
     assert band.scored < 66
 
-    live = [values(m) for m in Memory.objects.for_owner(user).live()]
-    expected = reference_rank(
-        live,
-        query,
-        profile=profile,
-        now=now,
-        config=config,
-        limit=limit,
-        cosine=cosine_with(query),
-    )
-    got = rank_memories(user, recall_filters(query=query, limit=limit)[0], now=now).ranked
-    assert [(r.candidate.id, r.score) for r in got] == [(r.candidate.id, r.score) for r in expected]
+    _assert_ranked_as_the_reference(user, query, limit=limit, now=now)
 
 
 @pytest.mark.parametrize("embedder", ["wordllama", "none"])
@@ -180,35 +190,9 @@ def test_one_common_word_reads_only_its_postings_that_can_place(
     for i in range(60):
         make_memory(gist="plain", content="garden", salience=["high", "medium", "low"][i % 3])
     now = NOW + timedelta(days=1)
-    profile, config = ranking_profile(), activation_config()
-    parsed = parse_query("garden", profile)
-    index = statistics(user.pk, parsed.tokens)
-    weights = query_weights(parsed, profile=profile, live=index.live, df=index.df, config=config)
-    factors = profile.factors(config)
-    band = best_candidates(
-        user.pk,
-        weights=weights,
-        factors=factors,
-        denominator=Relevance(weights, *factors).denominator,
-        filters=Filters(),
-        limit=limit,
-        now=now,
-        config=config,
-        blend=embedder != "none",
-    )
+    band = _band(user, "garden", limit=limit, now=now, blend=embedder != "none")
     if embedder == "none":  # blending, the cosine part could lift any of them
         assert band.scored <= 8
         assert band.matched > len(band.keys)
 
-    live = [values(m) for m in Memory.objects.for_owner(user).live()]
-    expected = reference_rank(
-        live,
-        "garden",
-        profile=profile,
-        now=now,
-        config=config,
-        limit=limit,
-        cosine=cosine_with("garden"),
-    )
-    got = rank_memories(user, recall_filters(query="garden", limit=limit)[0], now=now).ranked
-    assert [(r.candidate.id, r.score) for r in got] == [(r.candidate.id, r.score) for r in expected]
+    _assert_ranked_as_the_reference(user, "garden", limit=limit, now=now)
