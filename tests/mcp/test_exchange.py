@@ -100,22 +100,28 @@ async def answers(
 
 
 @pytest.fixture
+def answered(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The ids of the requests Exchange answered itself, in turn."""
+    ids: list[Any] = []
+    answer = Exchange.answer
+
+    async def noted(self: Exchange, message: Any, *args: Any) -> Any:
+        ids.append(message.id)
+        return await answer(self, message, *args)
+
+    monkeypatch.setattr(Exchange, "answer", noted)
+    return ids
+
+
+@pytest.fixture
 def memory(make_memory: Callable[..., Memory]) -> Memory:
     return make_memory(content="We went to Lisbon.", gist="Lisbon")
 
 
 @pytest.mark.django_db(transaction=True)
-def test_ordinary_requests_get_the_sdks_answers_byte_for_byte(monkeypatch, settings, user, memory):
+def test_ordinary_requests_get_the_sdks_answers_byte_for_byte(answered, settings, user, memory):
     token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)
     sent = ordinary(user, memory)
-    answered = []
-    answer = Exchange.answer
-
-    async def noted(self: Exchange, message: Any, *args: Any) -> Any:
-        answered.append(message.id)
-        return await answer(self, message, *args)
-
-    monkeypatch.setattr(Exchange, "answer", noted)
     ours = anyio.run(answers, build_application(), token, sent)
     assert len(answered) == len(sent)  # every one of them answered here
     answered.clear()
@@ -164,16 +170,8 @@ def test_a_handler_that_fails_unexpectedly_gets_the_dispatchers_error(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_other_requests_are_left_to_the_sdk_with_their_body(monkeypatch, settings, user):
+def test_other_requests_are_left_to_the_sdk_with_their_body(answered, settings, user):
     token = make_access_token(user, resource=settings.TAPROOT_MCP_URL)
-    answered = []
-    answer = Exchange.answer
-
-    async def noted(self: Exchange, message: Any, *args: Any) -> Any:
-        answered.append(message.id)
-        return await answer(self, message, *args)
-
-    monkeypatch.setattr(Exchange, "answer", noted)
     sent = others()
     ours = anyio.run(answers, build_application(), token, sent)
     assert answered == []
