@@ -1,6 +1,6 @@
 """A worker's memory under the vector cache's budget (issue 32, item 7): one process, a
 thread pool like a worker's, each call a random owner's vectors brought into one
-VectorCache (memories.recall.semantic) and scanned, as a worded recall does; the RSS
+VectorCache (memories.recall) and scanned, as a worded recall does; the RSS
 against the bytes the cache accounts for, every 500 calls.
 
     .venv/bin/python -m bench.vector_cache_rss --database-url URL [--owners 300]
@@ -35,8 +35,7 @@ def main(argv: list[str]) -> None:
     from django.db import connection
 
     from memories.conf import embedder
-    from memories.recall.scoring import statistics
-    from memories.recall.semantic import VectorCache
+    from memories.recall import VectorCache, statistics
 
     semantic = embedder()
     if semantic is None:

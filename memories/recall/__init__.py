@@ -40,8 +40,10 @@ if TYPE_CHECKING:
         memory_terms,
         parse_query,
     )
+    from memories.recall.scoring import statistics
     from memories.recall.semantic import (
         QueryVector,
+        VectorCache,
         cosines,
         memory_text,
         query_stored,
@@ -58,6 +60,7 @@ __all__ = [
     "ActivationConfig",
     "EmbedderUnavailable",
     "QueryVector",
+    "VectorCache",
     "Vectors",
     "cosines",
     "embedder_named",
@@ -75,6 +78,7 @@ __all__ = [
     "recall_entry",
     "refresh_hashes",
     "snowball_stem",
+    "statistics",
     "stem",
     "stored",
     "tag_keys",
@@ -90,6 +94,7 @@ _HOMES = {
     "EmbedderUnavailable": "embedding",
     "QueryVector": "semantic",
     "REBUILD_BATCH": "indexing",
+    "VectorCache": "semantic",
     "STOP_WORDS": "tokens",
     "TAPROOT": "ranking",
     "Vectors": "indexing",
@@ -109,6 +114,7 @@ _HOMES = {
     "recall_entry": "indexing",
     "refresh_hashes": "indexing",
     "snowball_stem": "tokens",
+    "statistics": "scoring",
     "stem": "tokens",
     "stored": "semantic",
     "tag_keys": "indexing",
