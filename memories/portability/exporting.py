@@ -9,15 +9,16 @@ would give. Every batch reads the store as it was when the export began (one rea
 transaction), so the file is one moment's store and `total_keys` counts its entries.
 One export per account runs at a time: a second one is refused while the first runs.
 
-The one transaction is opened with SQL written out (`_begin_snapshot`), not with
-`transaction.atomic()`. On PostgreSQL atomic() would do, given `SET TRANSACTION ISOLATION
-LEVEL REPEATABLE READ, READ ONLY` as its first statement. On SQLite it cannot: every
-atomic block on the connection begins as the settings' `transaction_mode` says, and that
-is IMMEDIATE (taproot_site/env.py), which takes the write lock at BEGIN; an export would
-hold it for as long as its download lasts, and every writer would wait, then fail with
-"database is locked" after the 30-second busy timeout (tried: the test below fails so).
-A plain BEGIN in WAL mode reads one snapshot and blocks no writer; one way of opening the
-transaction serves both databases. tests/memories/test_export.py proves it
+The one transaction is a `transaction.atomic()` block held open between batches (an
+ExitStack carries it from the first batch to `close()`), so Django knows the export is in
+a transaction and any atomic block inside it becomes a savepoint. It is rolled back at
+the end: it only read. On PostgreSQL its first statement makes it REPEATABLE READ, READ
+ONLY. On SQLite every atomic block begins as the settings' `transaction_mode` says, and
+that is IMMEDIATE (taproot_site/env.py), which takes the write lock at BEGIN: an export
+would hold it for as long as its download lasts, and every writer would wait, then fail
+with "database is locked" after the 30-second busy timeout. So the export's block begins
+DEFERRED (`_begun_deferred`): in WAL mode it reads one snapshot and blocks no writer.
+tests/memories/test_export.py proves it
 (test_an_export_holds_the_store_as_it_was_when_it_began: a writer deletes and adds
 records mid-export, unblocked, and the text is the store as it began), and
 test_the_streamed_export_is_byte_for_byte_the_whole_document holds the streamed text to
@@ -27,12 +28,13 @@ test_the_streamed_export_is_byte_for_byte_the_whole_document holds the streamed 
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.core.cache import cache
-from django.db import DatabaseError, connection, models
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from memories.errors import InvalidInput
@@ -88,7 +90,7 @@ class Export:
         )
         self.total_keys = 0
         self._turn: str | None = _take_turn(self.owner_id)
-        self._in_snapshot = False
+        self._snapshot: ExitStack | None = None
         self._batches: Iterator[list[dict[str, Any]]] | None = None
 
     def pieces(self) -> Iterator[str]:
@@ -121,9 +123,10 @@ class Export:
 
     def close(self) -> None:
         """End the read and give the account's turn back (once; later calls do nothing)."""
-        if self._in_snapshot:
-            self._in_snapshot = False
-            _end_snapshot()
+        if self._snapshot is not None:
+            # Rolled back; a connection PostgreSQL dropped (a stalled export) is closed.
+            snapshot, self._snapshot = self._snapshot, None
+            snapshot.close()
         if self._turn is not None:
             _give_back_turn(self.owner_id, self._turn)
             self._turn = None
@@ -161,7 +164,7 @@ class Export:
     def _next_batch(self) -> list[dict[str, Any]]:
         """The next entries in export order (memories, then closings); [] at the end."""
         if self._batches is None:
-            self._in_snapshot = _begin_snapshot()
+            self._snapshot = _begin_snapshot()
             self.total_keys = (
                 Memory.objects.filter(owner_id=self.owner_id).count()
                 + Closing.objects.filter(owner_id=self.owner_id).count()
@@ -228,32 +231,40 @@ def _give_back_turn(owner_id: int, turn: str) -> None:
 # One moment's store ----------------------------------------------------------------------
 
 
-def _begin_snapshot() -> bool:
-    """Start a read-only transaction on this thread's connection, so every batch reads
-    the store as it is now; False when the caller is already inside a transaction (its
-    reads are the export's).
-
-    Not transaction.atomic(): on SQLite that begins IMMEDIATE (the settings'
-    transaction_mode), taking the write lock for the whole export (see the module's
-    docstring). A plain BEGIN in WAL mode reads one snapshot and blocks no writer.
+def _begin_snapshot() -> ExitStack:
+    """Enter an atomic block on this thread's connection, so every batch reads the store
+    as it is now, and hand it over open: closing the stack rolls it back. Inside a
+    caller's transaction it is a savepoint, and the caller's reads are the export's.
     """
-    if connection.in_atomic_block:
-        return False
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            cursor.execute(
-                f"SET LOCAL idle_in_transaction_session_timeout = '{EXPORT_TURN_SECONDS}s'"
-            )
-        else:
-            cursor.execute("BEGIN")
-    return True
+    outermost = not connection.in_atomic_block
+    with ExitStack() as stack:
+        with _begun_deferred():
+            stack.enter_context(transaction.atomic())
+        # At the end it is rolled back: it only read.
+        stack.callback(transaction.set_rollback, True)
+        if outermost and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                cursor.execute(
+                    f"SET LOCAL idle_in_transaction_session_timeout = '{EXPORT_TURN_SECONDS}s'"
+                )
+        return stack.pop_all()
 
 
-def _end_snapshot() -> None:
+@contextmanager
+def _begun_deferred() -> Iterator[None]:
+    """On SQLite, an atomic block entered here begins DEFERRED, not IMMEDIATE as the
+    settings say for every other transaction: it takes no lock until it reads, and then
+    only a reader's (see the module's docstring). The connection's mode is read when a
+    block begins, so it is changed for that moment only."""
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        yield
+        return
+    connection.ensure_connection()
+    sqlite: Any = connection  # the SQLite wrapper: its mode is not the base class's
+    settings_mode = sqlite.transaction_mode
+    sqlite.transaction_mode = "DEFERRED"
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("ROLLBACK")  # it only read
-    except DatabaseError:
-        # The connection is gone (PostgreSQL ended a stalled export): nothing to end.
-        connection.close()
+        yield
+    finally:
+        sqlite.transaction_mode = settings_mode

@@ -2,6 +2,7 @@ import json
 import uuid
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 from memories.models import Closing, Memory
@@ -331,3 +332,49 @@ def test_an_export_holds_the_store_as_it_was_when_it_began(user, make_memory):
     assert errors == []
     assert text == compact(before)
     assert not Memory.objects.filter(pk=doomed.pk).exists()  # it was deleted meanwhile
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_export_reads_in_an_atomic_block_that_ends_with_it(user, make_memory):
+    from django.db import connection, transaction
+
+    from memories.portability.exporting import EXPORT_BATCH, Export
+
+    bulk_memories(user, EXPORT_BATCH + 1)
+    pieces = Export(owner=user, now=NOW).pieces()
+    next(pieces)
+    # Django knows the export's transaction: a block inside it is a savepoint, not a
+    # second BEGIN (which SQLite refuses within a transaction).
+    assert connection.in_atomic_block
+    with transaction.atomic():
+        assert Memory.objects.filter(owner=user).count() == EXPORT_BATCH + 1
+    "".join(pieces)
+    assert not connection.in_atomic_block
+    assert connection.get_autocommit()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_export_whose_connection_postgresql_dropped_ends_quietly(user):
+    from django.db import connection
+
+    from memories.portability.exporting import EXPORT_BATCH, Export
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL ends a stalled export's connection; SQLite has none to end")
+    bulk_memories(user, EXPORT_BATCH + 1)
+    export = Export(owner=user, now=NOW)
+    pieces = export.pieces()
+    next(pieces)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        ((pid,),) = cursor.fetchall()
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+    pieces.close()  # what Django does when the download ends early
+
+    assert not connection.in_atomic_block
+    assert Memory.objects.filter(owner=user).count() == EXPORT_BATCH + 1  # a new connection
+    assert json.loads("".join(Export(owner=user, now=NOW).pieces()))["total_keys"] == (
+        EXPORT_BATCH + 1
+    )
