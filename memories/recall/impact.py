@@ -42,6 +42,9 @@ PROBE = 64
 # Margin on each bound, far above the rounding of the few float operations that make a
 # score (about 1e-15 on scores below 100) and the same as the band's (scoring.EPSILON).
 MARGIN = 1e-9
+# The most ranges of postings `all_hits` sums as one union on SQLite (a query of 32 words):
+# far below the 500 terms SQLite allows a compound SELECT.
+MOST_RANGES = 64
 
 
 @dataclass(frozen=True)
@@ -119,14 +122,45 @@ def most_history_and_salience(config: ActivationConfig) -> tuple[float, float]:
 
 
 def all_hits(owner_id: int, weights: Mapping[str, int], factors: tuple[int, int]) -> _Sql:
-    """The CTE `hits`: every match of the query and its hits, from every posting."""
+    """The CTE `hits`: every match of the query and its hits, from every posting.
+
+    On SQLite each class of postings is read as its own range of the index, every
+    posting of it worth the class's hits, and the ranges summed by memory: the same
+    integers as a sum of CASE over each posting's key and flag, without the CASE, which
+    was about a quarter of the grouping's cost (3 common words at 100,000 memories:
+    45,611 matches grouped in 23.5 ms instead of 31–35). PostgreSQL cannot estimate how
+    many memories such a union groups (it guesses 200) and plans it in parallel, twice
+    as slow as its hash of the one range: it keeps the CASE, and so does a query of more
+    words than a union may have ranges (SQLite refuses more than 500)."""
+    token = _table(MemoryToken)
+    ordered = classes(weights, factors)
+    if connection.vendor == "postgresql" or len(ordered) > MOST_RANGES:
+        return _sql(
+            "hits AS MATERIALIZED (SELECT t.entry_id AS id, %s AS hits"
+            f" FROM {token} t WHERE t.owner_id = %s AND t.key IN (%s)"
+            " GROUP BY t.entry_id)",
+            hits_sum(weights, factors),
+            owner_id,
+            _in(weights),
+        )
+    ranges = _join(
+        " UNION ALL ",
+        (
+            _sql(
+                f"SELECT entry_id AS id, %s AS hits FROM {token}"
+                " WHERE owner_id = %s AND key = %s AND in_keywords = %s",
+                posting.hits,
+                owner_id,
+                posting.key,
+                posting.in_keywords,
+            )
+            for posting in ordered
+        ),
+    )
     return _sql(
-        "hits AS MATERIALIZED (SELECT t.entry_id AS id, %s AS hits"
-        f" FROM {_table(MemoryToken)} t WHERE t.owner_id = %s AND t.key IN (%s)"
-        " GROUP BY t.entry_id)",
-        hits_sum(weights, factors),
-        owner_id,
-        _in(weights),
+        "hits AS MATERIALIZED (SELECT p.id AS id, SUM(p.hits) AS hits FROM (%s) AS p"
+        " GROUP BY p.id)",
+        ranges,
     )
 
 
