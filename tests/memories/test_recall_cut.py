@@ -196,3 +196,94 @@ def test_one_common_word_reads_only_its_postings_that_can_place(
         assert band.matched > len(band.keys)
 
     _assert_ranked_as_the_reference(user, "garden", limit=limit, now=now)
+
+
+several_word_specs = st.fixed_dictionaries(
+    {
+        # A few memories hold the words as keywords; nearly all hold some in their content.
+        "keywords": st.lists(st.sampled_from([*COMMON, "teapot"]), max_size=3),
+        "content": st.lists(st.sampled_from([*COMMON, "teapot", "plain"]), min_size=1, max_size=4),
+        "salience": st.sampled_from(["high", "medium", "low"]),
+        "category": st.sampled_from(CATEGORIES),
+        "tag": st.sampled_from(["boats", "bikes"]),
+        "updated_days_ago": st.sampled_from([0, 0, 2]),
+        "retrieval_count": st.sampled_from([0, 0, 0, 1, 7]),
+    }
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    store=st.lists(several_word_specs, min_size=3, max_size=40),
+    query=st.lists(st.sampled_from([*COMMON, "tea", "cello"]), min_size=2, max_size=6).map(
+        " ".join
+    ),
+    category=st.none() | st.sampled_from(CATEGORIES),
+    tag=st.none() | st.just("boats"),
+    limit=st.sampled_from([1, 2, 3]),
+)
+def test_several_common_words_rank_exactly_as_the_reference(
+    user, make_memory, profile, store, query, category, tag, limit
+):
+    """Queries of several words most memories hold, a few as keywords, with filters:
+    every class of postings summed (impact.all_hits), the ranking is the reference's.
+    "tea" is in no memory, though "teapot" is in many."""
+    now = NOW + timedelta(days=1)
+    with rolled_back():
+        for spec in store:
+            make_memory(
+                gist="plain",
+                search_keywords=spec["keywords"],
+                content=" ".join(spec["content"]),
+                tags=[spec["tag"]],
+                salience=spec["salience"],
+                category=spec["category"],
+                updated_at=NOW - timedelta(days=spec["updated_days_ago"]),
+                created_at=NOW - timedelta(days=40),
+                retrieval_count=spec["retrieval_count"],
+                last_retrieved=None if spec["retrieval_count"] == 0 else NOW - timedelta(days=3),
+            )
+        live = [values(m) for m in Memory.objects.for_owner(user).live()]
+        memories = Memory.objects.for_owner(user)
+        category_of = dict(memories.values_list("pk", "category"))
+        tags_of = dict(memories.values_list("pk", "tags"))
+        expected = reference_rank(
+            live,
+            query,
+            profile=ranking_profile(),
+            now=now,
+            config=activation_config(),
+            among=lambda m: (
+                (category is None or category_of[m.id] == category)
+                and (tag is None or tag in tags_of[m.id])
+            ),
+            limit=limit,
+            cosine=cosine_with(query),
+        )
+        filters, _ = recall_filters(
+            query=query, category=category, tags=[tag] if tag else None, limit=limit
+        )
+        got = rank_memories(user, filters, now=now).ranked
+
+    assert [(r.candidate.id, r.score) for r in got] == [
+        (r.candidate.id, r.score) for r in expected[:limit]
+    ]
+
+
+@pytest.mark.parametrize("words", [2, 32, 33])
+def test_queries_of_many_words_rank_as_the_reference(user, make_memory, words):
+    """On SQLite up to 32 words are summed as one union of ranges of postings, more with a
+    CASE over each posting (impact.all_hits, MOST_RANGES): both rank as the reference."""
+    vocabulary = [f"word{i}" for i in range(words)]
+    for i in range(40):
+        make_memory(
+            gist=" ".join(vocabulary[i % words : i % words + 3]),
+            content=" ".join(vocabulary[(i * 7) % words :: 5]),
+            salience=["high", "medium", "low"][i % 3],
+        )
+    now = NOW + timedelta(days=1)
+    _assert_ranked_as_the_reference(user, " ".join(vocabulary), limit=5, now=now)
