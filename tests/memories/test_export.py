@@ -239,7 +239,9 @@ def test_the_memory_an_export_takes_does_not_grow_with_the_store(user, other_use
     bulk_memories(user, 500, content="word " * 400)
     bulk_memories(other_user, 3000, content="word " * 400)
 
-    small_peak, small_size = _peak_of_an_export(user)
+    # The small export's peak is the highest of two: once, under heavy load on
+    # PostgreSQL, a single one came out a third lower than usual (1.75 MB, not 2.61).
+    small_peak, small_size = max(_peak_of_an_export(user) for _ in range(2))
     large_peak, large_size = _peak_of_an_export(other_user)
 
     assert large_size > 6 * small_size > 6_000_000
