@@ -1,6 +1,6 @@
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,6 +76,49 @@ def _fast_password_hashing(settings: Any) -> None:
     # is deliberately slow; tests only need hashing to be real, not expensive. The hashes
     # stay PBKDF2, so servers started by tests can check them too.
     settings.PASSWORD_HASHERS = ["tests.hashers.FastPBKDF2PasswordHasher"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_files_listed_once_per_process() -> Iterator[None]:
+    """Django's test Client builds the middleware anew for each Client, and
+    ServeStaticMiddleware lists and stats every static file as it is built: 0.1-0.3 s
+    a Client, for a suite that makes thousands of them (a server builds it once). The
+    files do not change while the tests run, so each test process lists them once per
+    configuration and each middleware gets that listing as its own: what it serves, and
+    with which headers, is what a fresh listing gives."""
+    from servestatic.middleware import ServeStaticMiddleware
+
+    list_files = ServeStaticMiddleware.add_files_from_finders
+    listings: dict[str, tuple[dict[str, Any], list[tuple[str, str]]]] = {}
+
+    def add_files_from_finders(middleware: ServeStaticMiddleware) -> None:
+        key = repr(
+            (
+                middleware.files,
+                middleware.directories,
+                middleware.static_prefix,
+                middleware.max_age,
+                middleware.allow_all_origins,
+                middleware.charset,
+                middleware.add_headers_function,
+                middleware.index_file,
+                middleware.user_immutable_file_test,
+                middleware.media_types.types_map,
+                settings.STATICFILES_DIRS,
+                settings.STATICFILES_FINDERS,
+                settings.INSTALLED_APPS,
+            )
+        )
+        if key not in listings:
+            list_files(middleware)
+            listings[key] = (dict(middleware.files), list(middleware.directories))
+        files, directories = listings[key]
+        middleware.files = dict(files)
+        middleware.directories = list(directories)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ServeStaticMiddleware, "add_files_from_finders", add_files_from_finders)
+        yield
 
 
 @pytest.fixture
