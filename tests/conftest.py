@@ -160,30 +160,49 @@ def minilm(settings: Any) -> None:
     settings.TAPROOT_EMBEDDER = "minilm"
 
 
+def _unsaved_memory(user: Any, overrides: dict[str, Any]) -> Memory:
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "owner": user,
+        "category": "episodic",
+        "content": "A plain memory.",
+        "gist": "A plain memory",
+        "salience": "medium",
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    values.update(overrides)
+    memory = Memory(**values)
+    memory.last_touched_at = overrides.get(
+        "last_touched_at", last_touch_of(memory.updated_at, memory.last_retrieved)
+    )
+    refresh_hashes(memory)
+    return memory
+
+
 @pytest.fixture
 def make_memory(user: Any) -> Callable[..., Memory]:
     """Write a memory straight through the ORM (any field, drift included), indexed."""
 
     def make(**overrides: Any) -> Memory:
-        values: dict[str, Any] = {
-            "id": uuid.uuid4(),
-            "owner": user,
-            "category": "episodic",
-            "content": "A plain memory.",
-            "gist": "A plain memory",
-            "salience": "medium",
-            "created_at": NOW,
-            "updated_at": NOW,
-        }
-        values.update(overrides)
-        memory = Memory(**values)
-        memory.last_touched_at = overrides.get(
-            "last_touched_at", last_touch_of(memory.updated_at, memory.last_retrieved)
-        )
-        refresh_hashes(memory)
+        memory = _unsaved_memory(user, overrides)
         memory.save(force_insert=True)
         reindex([memory])
         return memory
+
+    return make
+
+
+@pytest.fixture
+def make_memories(user: Any) -> Callable[[list[dict[str, Any]]], list[Memory]]:
+    """Memories as make_memory writes them, one for each dict of fields, in one insert
+    and one reindex: a store of hundreds in a fraction of a second, not seconds."""
+
+    def make(each: list[dict[str, Any]]) -> list[Memory]:
+        memories = [_unsaved_memory(user, overrides) for overrides in each]
+        Memory.objects.bulk_create(memories)
+        reindex(memories)
+        return memories
 
     return make
 
