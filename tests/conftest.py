@@ -1,6 +1,6 @@
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,6 +78,94 @@ def _fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["tests.hashers.FastPBKDF2PasswordHasher"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _static_files_listed_once_per_process() -> Iterator[None]:
+    """Django's test Client builds the middleware anew for each Client, and
+    ServeStaticMiddleware lists and stats every static file as it is built: 0.1-0.3 s
+    a Client, for a suite that makes thousands of them (a server builds it once). The
+    files do not change while the tests run, so each test process lists them once per
+    configuration and each middleware gets that listing as its own: what it serves, and
+    with which headers, is what a fresh listing gives."""
+    from servestatic.middleware import ServeStaticMiddleware
+
+    list_files = ServeStaticMiddleware.add_files_from_finders
+    listings: dict[str, tuple[dict[str, Any], list[tuple[str, str]]]] = {}
+
+    def add_files_from_finders(middleware: ServeStaticMiddleware) -> None:
+        key = repr(
+            (
+                middleware.files,
+                middleware.directories,
+                middleware.static_prefix,
+                middleware.max_age,
+                middleware.allow_all_origins,
+                middleware.charset,
+                middleware.add_headers_function,
+                middleware.index_file,
+                middleware.user_immutable_file_test,
+                middleware.media_types.types_map,
+                settings.STATICFILES_DIRS,
+                settings.STATICFILES_FINDERS,
+                settings.INSTALLED_APPS,
+            )
+        )
+        if key not in listings:
+            list_files(middleware)
+            listings[key] = (dict(middleware.files), list(middleware.directories))
+        files, directories = listings[key]
+        middleware.files = dict(files)
+        middleware.directories = list(directories)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ServeStaticMiddleware, "add_files_from_finders", add_files_from_finders)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_flushes_by_delete() -> Iterator[None]:
+    """After each transaction=True test Django empties every table, on PostgreSQL with one
+    TRUNCATE: a second for Taproot's 36 tables, which swaps each table's files for new
+    ones, whereas deleting the rows of the few a test wrote takes milliseconds. The same
+    emptying then: the tables taken whole first (ACCESS EXCLUSIVE, as TRUNCATE takes
+    them, so a server's transaction still open is waited for, not left behind), no
+    trigger fired (session_replication_role, which TRUNCATE's skipping of row triggers
+    matches, and which lets the tables go in any order), sequences left as they are. It
+    needs a superuser, as CI's is; otherwise TRUNCATE, as Django does it."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(
+        ops: DatabaseOperations,
+        style: Any,
+        tables: list[str],
+        *,
+        reset_sequences: bool = False,
+        allow_cascade: bool = False,
+    ) -> list[str]:
+        if not tables or reset_sequences or allow_cascade or not _superuser(ops.connection):
+            return truncate(
+                ops, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+            )
+        names = [ops.quote_name(table) for table in tables]
+        return [
+            "SET LOCAL session_replication_role = replica",
+            f"LOCK TABLE {', '.join(names)} IN ACCESS EXCLUSIVE MODE",
+            *(f"DELETE FROM {name}" for name in names),
+        ]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DatabaseOperations, "sql_flush", sql_flush)
+        yield
+
+
+def _superuser(connection: Any) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
 @pytest.fixture
 def user(django_user_model: Any) -> Any:
     return django_user_model.objects.create_user(username="alice", password="pw-alice-123")
@@ -117,30 +205,49 @@ def minilm(settings: Any) -> None:
     settings.TAPROOT_EMBEDDER = "minilm"
 
 
+def _unsaved_memory(user: Any, overrides: dict[str, Any]) -> Memory:
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "owner": user,
+        "category": "episodic",
+        "content": "A plain memory.",
+        "gist": "A plain memory",
+        "salience": "medium",
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    values.update(overrides)
+    memory = Memory(**values)
+    memory.last_touched_at = overrides.get(
+        "last_touched_at", last_touch_of(memory.updated_at, memory.last_retrieved)
+    )
+    refresh_hashes(memory)
+    return memory
+
+
 @pytest.fixture
 def make_memory(user: Any) -> Callable[..., Memory]:
     """Write a memory straight through the ORM (any field, drift included), indexed."""
 
     def make(**overrides: Any) -> Memory:
-        values: dict[str, Any] = {
-            "id": uuid.uuid4(),
-            "owner": user,
-            "category": "episodic",
-            "content": "A plain memory.",
-            "gist": "A plain memory",
-            "salience": "medium",
-            "created_at": NOW,
-            "updated_at": NOW,
-        }
-        values.update(overrides)
-        memory = Memory(**values)
-        memory.last_touched_at = overrides.get(
-            "last_touched_at", last_touch_of(memory.updated_at, memory.last_retrieved)
-        )
-        refresh_hashes(memory)
+        memory = _unsaved_memory(user, overrides)
         memory.save(force_insert=True)
         reindex([memory])
         return memory
+
+    return make
+
+
+@pytest.fixture
+def make_memories(user: Any) -> Callable[[list[dict[str, Any]]], list[Memory]]:
+    """Memories as make_memory writes them, one for each dict of fields, in one insert
+    and one reindex: a store of hundreds in a fraction of a second, not seconds."""
+
+    def make(each: list[dict[str, Any]]) -> list[Memory]:
+        memories = [_unsaved_memory(user, overrides) for overrides in each]
+        Memory.objects.bulk_create(memories)
+        reindex(memories)
+        return memories
 
     return make
 

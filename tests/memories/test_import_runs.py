@@ -147,6 +147,12 @@ def test_a_lock_not_granted_in_time_reads_as_busy_not_as_a_failure():
 # A process killed in the middle of an import ------------------------------------------
 
 
+# Records enough for twenty batches: the import checks them all before it writes the first
+# (about a third of a millisecond each), so the tests wait that long for it to start, and
+# then stop it or write beside it while eighteen batches (seconds) are still to come.
+IMPORT_IN_FLIGHT = 10_000
+
+
 def start_import(tmp_path: Path, owner, count: int) -> subprocess.Popen[bytes]:
     path = tmp_path / "notes.md"
     path.write_bytes(plain_list(count, word="imported"))
@@ -182,7 +188,7 @@ def wait_for_batches(owner, process: subprocess.Popen[bytes], at_least: int) -> 
 def test_an_import_killed_half_way_is_undone_at_the_next_start(user, make_memory, tmp_path):
     make_memory(content="Left alone.")
     before = records(user)
-    process = start_import(tmp_path, user, 30_000)
+    process = start_import(tmp_path, user, IMPORT_IN_FLIGHT)
     try:
         run = wait_for_batches(user, process, at_least=2)
         os.kill(process.pid, signal.SIGKILL)
@@ -209,7 +215,7 @@ def test_other_accounts_write_while_an_import_is_half_way(user, other_user, tmp_
     from memories.models import Category
     from memories.services import MemoryDraft, remember
 
-    process = start_import(tmp_path, user, 30_000)
+    process = start_import(tmp_path, user, IMPORT_IN_FLIGHT)
     try:
         wait_for_batches(user, process, at_least=1)
         done = threading.Event()

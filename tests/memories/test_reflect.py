@@ -333,22 +333,24 @@ def test_core_text_that_cannot_fit_in_full_is_not_read(user, make_memory):
 @override_settings(REFLECT_MAX_TOKENS=2000)
 @override_settings(CATALOG_WINDOW_DAYS=45)
 def test_lines_beyond_what_could_fit_are_counted_not_read_and_the_payload_is_unchanged(
-    user, make_memory
+    user, make_memories
 ):
     from memories.payload import build_reflect_payload
     from memories.payload_entries import CatalogEntry, max_lines
 
     saliences = ["high", "medium", "low"]
-    made = [
-        make_memory(
-            category=CATEGORIES[i % 5],
-            salience=saliences[i % 3],
-            gist=f"Line {i}",
-            updated_at=NOW - timedelta(hours=i),
-        )
-        for i in range(2 * max_lines(2000 * 4))
-    ]
-    made.append(make_memory(gist="Old and quiet", updated_at=NOW - timedelta(days=400)))
+    made = make_memories(
+        [
+            {
+                "category": CATEGORIES[i % 5],
+                "salience": saliences[i % 3],
+                "gist": f"Line {i}",
+                "updated_at": NOW - timedelta(hours=i),
+            }
+            for i in range(2 * max_lines(2000 * 4))
+        ]
+        + [{"gist": "Old and quiet", "updated_at": NOW - timedelta(days=400)}]
+    )
 
     result = reflect(owner=user, now=NOW)
 
