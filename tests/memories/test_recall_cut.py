@@ -70,11 +70,16 @@ def make_store(make_memory, specs) -> None:
         )
 
 
-@settings(
+# Each property draws stores through the database, so neither a deadline nor the
+# function-scoped fixtures' health check applies.
+stores_drawn = settings(
     max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@stores_drawn
 @given(
     store=st.lists(memory_specs, min_size=5, max_size=40),
     query=queries,
@@ -212,11 +217,7 @@ several_word_specs = st.fixed_dictionaries(
 )
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@stores_drawn
 @given(
     store=st.lists(several_word_specs, min_size=3, max_size=40),
     query=st.lists(st.sampled_from([*COMMON, "tea", "cello"]), min_size=2, max_size=6).map(
