@@ -4,6 +4,7 @@ no database here."""
 import copy
 import json
 import math
+import random
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -630,26 +631,40 @@ def test_tokens_settle_when_the_count_gains_a_digit():
 # --- the budget holds for any store and budget ----------------------------------------
 
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
-saliences = st.sampled_from(["high", "medium", "low", "3"])
-categories = st.sampled_from([*CATEGORIES, "project", "nonsense"])
-days = st.integers(min_value=0, max_value=400)
+SALIENCES = ["high", "medium", "low", "3"]
+CATEGORY_NAMES = [*CATEGORIES, "project", "nonsense"]
+categories = st.sampled_from(CATEGORY_NAMES)
 
 
 @st.composite
 def stores(draw):
-    """Stores of every shape: core-heavy, closing-heavy, catalog-heavy, or all three."""
-    long_text = st.integers(min_value=0, max_value=3000).map(lambda n: "word " * (n // 5))
+    """Stores of every shape: core-heavy, closing-heavy, catalog-heavy, or all three. The
+    shape and a handful of texts are drawn; each entry takes its fields from them through a
+    random the draw seeds, since drawing every field of up to 550 entries one by one spent
+    four fifths of the test in generating data."""
+    rnd = random.Random(draw(st.integers(min_value=0, max_value=2**32 - 1)))
+    some_texts = draw(st.lists(texts, min_size=1, max_size=8))
+
+    def text() -> str:
+        return rnd.choice(some_texts)
+
+    def long_text() -> str:
+        return "word " * (rnd.choice([0, 3000, rnd.randint(0, 3000)]) // 5)
+
+    def days_ago() -> datetime:
+        return NOW - timedelta(days=rnd.randint(0, 400))
+
     n_core = draw(st.sampled_from([0, 1, 5, 40, 150]))
     core = [
         CoreEntry(
             id=f"c{i:07d}-0000-4000-8000-000000000000",
-            category=draw(categories),
-            salience=draw(saliences),
-            gist=draw(texts),
-            updated_at=NOW - timedelta(days=draw(days)),
-            last_touch=NOW - timedelta(days=draw(days)),
-            content=draw(texts) + draw(long_text),
-            linked_memories=tuple(draw(st.lists(st.just("x" * 36), max_size=2))),
+            category=rnd.choice(CATEGORY_NAMES),
+            salience=rnd.choice(SALIENCES),
+            gist=text(),
+            updated_at=days_ago(),
+            last_touch=days_ago(),
+            content=text() + long_text(),
+            linked_memories=("x" * 36,) * rnd.randint(0, 2),
         )
         for i in range(n_core)
     ]
@@ -657,15 +672,15 @@ def stores(draw):
     catalog = [
         CatalogEntry(
             id=f"a{i:07d}-0000-4000-8000-000000000000",
-            category=draw(categories),
-            salience=draw(saliences),
-            gist=draw(texts),
-            last_touch=NOW - timedelta(days=draw(days)),
+            category=rnd.choice(CATEGORY_NAMES),
+            salience=rnd.choice(SALIENCES),
+            gist=text(),
+            last_touch=days_ago(),
         )
         for i in range(n_lines)
     ]
     closings = [
-        ClosingEntry(f"k{i}", draw(texts) + draw(long_text), NOW - timedelta(days=i), draw(texts))
+        ClosingEntry(f"k{i}", text() + long_text(), NOW - timedelta(days=i), text())
         for i in range(draw(st.integers(min_value=0, max_value=3)))
     ]
     return core, catalog, closings
