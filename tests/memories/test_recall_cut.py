@@ -52,22 +52,26 @@ def profile(request, settings):
     settings.TAPROOT_EMBEDDER = "none" if "words only" in request.param else "wordllama"
 
 
-def make_store(make_memory, specs) -> None:
-    for spec in specs:
-        make_memory(
-            gist=spec["gist"],
-            content=spec["content"],
-            salience=spec["salience"],
-            category=spec["category"],
-            updated_at=NOW - timedelta(days=spec["updated_days_ago"]),
-            created_at=NOW - timedelta(days=40),
-            retrieval_count=spec["retrieval_count"],
-            last_retrieved=(
-                None
-                if spec["retrieval_count"] == 0
-                else NOW - timedelta(days=spec["retrieved_days_ago"])
-            ),
-        )
+def make_store(make_memories, specs) -> None:
+    make_memories(
+        [
+            {
+                "gist": spec["gist"],
+                "content": spec["content"],
+                "salience": spec["salience"],
+                "category": spec["category"],
+                "updated_at": NOW - timedelta(days=spec["updated_days_ago"]),
+                "created_at": NOW - timedelta(days=40),
+                "retrieval_count": spec["retrieval_count"],
+                "last_retrieved": (
+                    None
+                    if spec["retrieval_count"] == 0
+                    else NOW - timedelta(days=spec["retrieved_days_ago"])
+                ),
+            }
+            for spec in specs
+        ]
+    )
 
 
 # Each property draws stores through the database, so neither a deadline nor the
@@ -87,11 +91,11 @@ stores_drawn = settings(
     limit=st.sampled_from([1, 2, 3, 5]),
 )
 def test_recall_of_common_words_ranks_exactly_as_the_reference(
-    user, make_memory, profile, store, query, category, limit
+    user, make_memories, profile, store, query, category, limit
 ):
     now = NOW + timedelta(days=1)
     with rolled_back():
-        make_store(make_memory, store)
+        make_store(make_memories, store)
         live = [values(m) for m in Memory.objects.for_owner(user).live()]
         category_of = dict(Memory.objects.for_owner(user).values_list("pk", "category"))
         expected = reference_rank(
@@ -151,21 +155,24 @@ def _assert_ranked_as_the_reference(user, query: str, *, limit: int, now) -> Non
 @pytest.mark.parametrize("embedder", ["wordllama", "none"])
 @pytest.mark.parametrize("limit", [1, 3])
 def test_matches_that_cannot_take_a_place_are_left_unscored(
-    user, make_memory, settings, embedder, limit
+    user, make_memories, settings, embedder, limit
 ):
     """A few memories hold every word of the query as keywords; many hold one of them in
     their content alone: those cannot come near the best, and are not scored."""
     settings.TAPROOT_EMBEDDER = embedder
-    for _ in range(6):
-        make_memory(gist="garden tea rain", content="plain", salience="high")
-    for i in range(60):
-        make_memory(
-            gist="plain",
-            content=COMMON[i % 3],
-            salience=["high", "medium", "low"][i % 3],
-            retrieval_count=i % 4,
-            last_retrieved=NOW - timedelta(days=i % 5) if i % 4 else None,
-        )
+    make_memories(
+        [{"gist": "garden tea rain", "content": "plain", "salience": "high"}] * 6
+        + [
+            {
+                "gist": "plain",
+                "content": COMMON[i % 3],
+                "salience": ["high", "medium", "low"][i % 3],
+                "retrieval_count": i % 4,
+                "last_retrieved": NOW - timedelta(days=i % 5) if i % 4 else None,
+            }
+            for i in range(60)
+        ]
+    )
     query = "garden tea rain"
     now = NOW + timedelta(days=1)
     band = _band(user, query, limit=limit, now=now, blend=embedder != "none")
@@ -178,22 +185,28 @@ def test_matches_that_cannot_take_a_place_are_left_unscored(
 @pytest.mark.parametrize("embedder", ["wordllama", "none"])
 @pytest.mark.parametrize("limit", [1, 2, 5])
 def test_one_common_word_reads_only_its_postings_that_can_place(
-    user, make_memory, settings, embedder, limit
+    user, make_memories, settings, embedder, limit
 ):
     """A word in every memory, a keyword of a few: only those few are read, scored and
     ranked (equal scores among them, so their order decides), as the reference ranks."""
     settings.TAPROOT_EMBEDDER = embedder
-    for i in range(8):
-        make_memory(
-            gist="plain",
-            search_keywords=["garden"],
-            salience="high",
-            updated_at=NOW - timedelta(days=i % 2),
-            retrieval_count=[0, 0, 0, 3][i % 4],
-            last_retrieved=NOW - timedelta(days=1) if i % 4 == 3 else None,
-        )
-    for i in range(60):
-        make_memory(gist="plain", content="garden", salience=["high", "medium", "low"][i % 3])
+    make_memories(
+        [
+            {
+                "gist": "plain",
+                "search_keywords": ["garden"],
+                "salience": "high",
+                "updated_at": NOW - timedelta(days=i % 2),
+                "retrieval_count": [0, 0, 0, 3][i % 4],
+                "last_retrieved": NOW - timedelta(days=1) if i % 4 == 3 else None,
+            }
+            for i in range(8)
+        ]
+        + [
+            {"gist": "plain", "content": "garden", "salience": ["high", "medium", "low"][i % 3]}
+            for i in range(60)
+        ]
+    )
     now = NOW + timedelta(days=1)
     band = _band(user, "garden", limit=limit, now=now, blend=embedder != "none")
     if embedder == "none":  # blending, the cosine part could lift any of them
@@ -228,26 +241,32 @@ several_word_specs = st.fixed_dictionaries(
     limit=st.sampled_from([1, 2, 3]),
 )
 def test_several_common_words_rank_exactly_as_the_reference(
-    user, make_memory, profile, store, query, category, tag, limit
+    user, make_memories, profile, store, query, category, tag, limit
 ):
     """Queries of several words most memories hold, a few as keywords, with filters:
     every class of postings summed (impact.all_hits), the ranking is the reference's.
     "tea" is in no memory, though "teapot" is in many."""
     now = NOW + timedelta(days=1)
     with rolled_back():
-        for spec in store:
-            make_memory(
-                gist="plain",
-                search_keywords=spec["keywords"],
-                content=" ".join(spec["content"]),
-                tags=[spec["tag"]],
-                salience=spec["salience"],
-                category=spec["category"],
-                updated_at=NOW - timedelta(days=spec["updated_days_ago"]),
-                created_at=NOW - timedelta(days=40),
-                retrieval_count=spec["retrieval_count"],
-                last_retrieved=None if spec["retrieval_count"] == 0 else NOW - timedelta(days=3),
-            )
+        make_memories(
+            [
+                {
+                    "gist": "plain",
+                    "search_keywords": spec["keywords"],
+                    "content": " ".join(spec["content"]),
+                    "tags": [spec["tag"]],
+                    "salience": spec["salience"],
+                    "category": spec["category"],
+                    "updated_at": NOW - timedelta(days=spec["updated_days_ago"]),
+                    "created_at": NOW - timedelta(days=40),
+                    "retrieval_count": spec["retrieval_count"],
+                    "last_retrieved": (
+                        None if spec["retrieval_count"] == 0 else NOW - timedelta(days=3)
+                    ),
+                }
+                for spec in store
+            ]
+        )
         live = [values(m) for m in Memory.objects.for_owner(user).live()]
         memories = Memory.objects.for_owner(user)
         category_of = dict(memories.values_list("pk", "category"))
@@ -276,15 +295,19 @@ def test_several_common_words_rank_exactly_as_the_reference(
 
 
 @pytest.mark.parametrize("words", [2, 32, 33])
-def test_queries_of_many_words_rank_as_the_reference(user, make_memory, words):
+def test_queries_of_many_words_rank_as_the_reference(user, make_memories, words):
     """On SQLite up to 32 words are summed as one union of ranges of postings, more with a
     CASE over each posting (impact.all_hits, MOST_RANGES): both rank as the reference."""
     vocabulary = [f"word{i}" for i in range(words)]
-    for i in range(40):
-        make_memory(
-            gist=" ".join(vocabulary[i % words : i % words + 3]),
-            content=" ".join(vocabulary[(i * 7) % words :: 5]),
-            salience=["high", "medium", "low"][i % 3],
-        )
+    make_memories(
+        [
+            {
+                "gist": " ".join(vocabulary[i % words : i % words + 3]),
+                "content": " ".join(vocabulary[(i * 7) % words :: 5]),
+                "salience": ["high", "medium", "low"][i % 3],
+            }
+            for i in range(40)
+        ]
+    )
     now = NOW + timedelta(days=1)
     _assert_ranked_as_the_reference(user, " ".join(vocabulary), limit=5, now=now)
