@@ -52,22 +52,27 @@ def profile(request, settings):
     settings.TAPROOT_EMBEDDER = "none" if "words only" in request.param else "wordllama"
 
 
+def history(spec, retrieved_days_ago: float) -> dict:
+    """A drawn memory's category, salience and history, as make_memories takes them."""
+    return {
+        "salience": spec["salience"],
+        "category": spec["category"],
+        "updated_at": NOW - timedelta(days=spec["updated_days_ago"]),
+        "created_at": NOW - timedelta(days=40),
+        "retrieval_count": spec["retrieval_count"],
+        "last_retrieved": (
+            None if spec["retrieval_count"] == 0 else NOW - timedelta(days=retrieved_days_ago)
+        ),
+    }
+
+
 def make_store(make_memories, specs) -> None:
     make_memories(
         [
             {
                 "gist": spec["gist"],
                 "content": spec["content"],
-                "salience": spec["salience"],
-                "category": spec["category"],
-                "updated_at": NOW - timedelta(days=spec["updated_days_ago"]),
-                "created_at": NOW - timedelta(days=40),
-                "retrieval_count": spec["retrieval_count"],
-                "last_retrieved": (
-                    None
-                    if spec["retrieval_count"] == 0
-                    else NOW - timedelta(days=spec["retrieved_days_ago"])
-                ),
+                **history(spec, spec["retrieved_days_ago"]),
             }
             for spec in specs
         ]
@@ -255,14 +260,7 @@ def test_several_common_words_rank_exactly_as_the_reference(
                     "search_keywords": spec["keywords"],
                     "content": " ".join(spec["content"]),
                     "tags": [spec["tag"]],
-                    "salience": spec["salience"],
-                    "category": spec["category"],
-                    "updated_at": NOW - timedelta(days=spec["updated_days_ago"]),
-                    "created_at": NOW - timedelta(days=40),
-                    "retrieval_count": spec["retrieval_count"],
-                    "last_retrieved": (
-                        None if spec["retrieval_count"] == 0 else NOW - timedelta(days=3)
-                    ),
+                    **history(spec, 3),
                 }
                 for spec in store
             ]
