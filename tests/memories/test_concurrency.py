@@ -144,7 +144,14 @@ def _imports_waiting(
         waiting = 0
         for _ in range(300):
             with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                # Only waits for this database's snapshot table: other test processes
+                # share the server, and their waits must not count as ours.
+                cursor.execute(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                    " AND relation = 'memories_snapshot'::regclass"
+                    " AND database = (SELECT oid FROM pg_database"
+                    " WHERE datname = current_database())"
+                )
                 waiting = cursor.fetchone()[0]
             if waiting == len(usernames):
                 break
