@@ -43,13 +43,13 @@ again shortly gets through.
 import contextlib
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabase
-from psycopg_pool import PoolTimeout
 
 from mcp_bridge import trips
 from memories.locks import is_lock_timeout
@@ -77,8 +77,16 @@ LOCKED_MESSAGE = (
 
 
 def is_pool_timeout(error: BaseException) -> bool:
-    """True for the database error Django raises when no pooled connection came free."""
-    return isinstance(error, DatabaseError) and isinstance(error.__cause__, PoolTimeout)
+    """True for the database error Django raises when no pooled connection came free.
+
+    Only a pool raises that, and only PostgreSQL's settings import psycopg's pool
+    (taproot_site.env): where it was never imported, no error can come from it."""
+    pool = sys.modules.get("psycopg_pool")
+    return (
+        pool is not None
+        and isinstance(error, DatabaseError)
+        and isinstance(error.__cause__, pool.PoolTimeout)
+    )
 
 
 def busy_message(error: BaseException) -> str | None:

@@ -6,7 +6,6 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
-from psycopg_pool import ConnectionPool
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
@@ -118,7 +117,10 @@ DEFAULT_POOL_TIMEOUT = 5
 def postgres_pool(size: int, timeout: int = DEFAULT_POOL_TIMEOUT) -> dict[str, Any]:
     # A connection idle for five minutes is closed. Each one is checked before it is
     # lent, so a connection the server dropped (a restart, an idle timeout) is replaced
-    # instead of failing the request that borrows it.
+    # instead of failing the request that borrows it. Imported here: psycopg takes a
+    # tenth of a second of every process's start, which a SQLite store never needs.
+    from psycopg_pool import ConnectionPool
+
     return {
         "min_size": 1,
         "max_size": size,

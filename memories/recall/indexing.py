@@ -10,6 +10,7 @@ a ranking entry, so counting them gives N and the document frequencies exactly.
 import hashlib
 import random
 import re
+import sys
 import time
 import uuid
 from collections import defaultdict
@@ -19,7 +20,6 @@ from functools import partial
 
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import QuerySet
-from psycopg.errors import DeadlockDetected, SerializationFailure
 
 from memories.bulkwrite import INSERT_BATCH, insert_rows, update_rows
 from memories.conf import embedder, ranking_profile
@@ -389,8 +389,12 @@ def atomic_retrying[T](write: Callable[[], T]) -> T:
 
 def lost_to_another_transaction(error: DatabaseError) -> bool:
     """Whether the database ended the transaction to let another one through (psycopg's
-    error, wrapped by Django's): running it again may well succeed."""
-    return isinstance(error.__cause__, (DeadlockDetected, SerializationFailure))
+    error, wrapped by Django's): running it again may well succeed. Only PostgreSQL's
+    backend loads psycopg: where it never did, the error is not one of those."""
+    errors = sys.modules.get("psycopg.errors")
+    return errors is not None and isinstance(
+        error.__cause__, (errors.DeadlockDetected, errors.SerializationFailure)
+    )
 
 
 def index_mismatch() -> str | None:
