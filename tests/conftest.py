@@ -1,4 +1,5 @@
 import os
+import ssl
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -118,6 +119,28 @@ def _static_files_listed_once_per_process() -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ServeStaticMiddleware, "add_files_from_finders", add_files_from_finders)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_tls_context_per_process() -> Iterator[None]:
+    """Every httpx client (the MCP client's and the tests' own) builds a TLS context and
+    loads the system's certificates into it, 30 ms of CPU, whether or not it ever speaks
+    TLS; the suite's clients, hundreds a pass, all talk plain HTTP to 127.0.0.1. Each test
+    process builds the default context once and lends it to every client, as an
+    application sharing one context among its clients would."""
+    import httpcore2
+
+    build = httpcore2.default_ssl_context
+    built: dict[bool, ssl.SSLContext] = {}
+
+    def default_ssl_context(*, _trust_env: bool = True) -> ssl.SSLContext:
+        if _trust_env not in built:
+            built[_trust_env] = build(_trust_env=_trust_env)
+        return built[_trust_env]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(httpcore2, "default_ssl_context", default_ssl_context)
         yield
 
 
