@@ -7,6 +7,7 @@ left them, at the same pinned versions as now (`makemigrations --check` guards t
 """
 
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -24,7 +25,9 @@ from memories.recall.indexing import normalised_hash
 from memories.services import RecallFilters, recall
 from tests.backups.support import manage, query, the_backup
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Each test's own writes are undone when it ends; what the module's fixture wrote stays
+# until the module is done.
+pytestmark = pytest.mark.django_db
 
 FIRST_RELEASE = [("memories", "0001_initial"), ("taproot_oauth", "0001_initial")]
 THEN = datetime(2026, 11, 29, 21, 0, tzinfo=UTC)
@@ -41,15 +44,30 @@ def latest() -> list[tuple[str, str]]:
     return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
-@pytest.fixture
-def first_release() -> Any:
-    """The database at the first released schema, holding what that release wrote; the
-    records as written (model label → rows). Migrated back to the latest at the end."""
-    apps = migrate_to(FIRST_RELEASE)
+@pytest.fixture(scope="module")
+def first_release(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: Any
+) -> Iterator[tuple[dict[str, list[dict[str, Any]]], Any]]:
+    """The test database taken back to the first released schema, given what that release
+    wrote and backed up by this Taproot, then migrated forward to the latest: the records
+    as written (model label → rows) and the folder holding the backup.
+
+    Built once for the module, outside the tests' transactions (a schema change cannot
+    happen inside one on SQLite): taking the database back through every migration since
+    the first release is most of the module's time. Emptied at the end."""
+    with django_db_blocker.unblock():
+        apps = migrate_to(FIRST_RELEASE)
+        try:
+            written = _write_first_release_data(apps)
+            backups = tmp_path_factory.mktemp("first-release")
+            call_command("backup_taproot", "--output", str(backups), stdout=StringIO())
+        finally:
+            migrate_to(latest())
     try:
-        yield _write_first_release_data(apps)
+        yield written, backups
     finally:
-        migrate_to(latest())
+        with django_db_blocker.unblock():
+            call_command("flush", interactive=False, verbosity=0)
 
 
 def _write_first_release_data(apps: Any) -> dict[str, list[dict[str, Any]]]:
@@ -184,9 +202,9 @@ def _now_held(written: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[s
 
 
 def test_a_first_release_database_migrates_forward_with_every_record_intact(first_release):
-    migrate_to(latest())
+    written, _ = first_release
 
-    assert _now_held(first_release) == first_release
+    assert _now_held(written) == written
     alice = get_user_model().objects.get(username="alice")
     kept = Memory.objects.get(gist="Prefers short answers")
     assert kept.id_prefix == str(kept.pk)[:8]
@@ -199,16 +217,14 @@ def test_a_first_release_database_migrates_forward_with_every_record_intact(firs
     assert by_category.hits == []
 
 
-def test_a_backup_of_the_first_release_restores_into_this_taproot(
-    first_release, tmp_path, empty_database
-):
-    call_command("backup_taproot", "--output", str(tmp_path), stdout=StringIO())
+def test_a_backup_of_the_first_release_restores_into_this_taproot(first_release, empty_database):
+    records, backups = first_release
 
-    done = manage("restore_taproot", str(the_backup(tmp_path)), database_url=empty_database)
+    done = manage("restore_taproot", str(the_backup(backups)), database_url=empty_database)
 
     assert done.returncode == 0, done.stderr
     assert "applied 0 migration(s)" not in done.stdout
-    written = first_release["memories.Memory"]
+    written = records["memories.Memory"]
     restored = query(
         empty_database, "SELECT id, content, gist, salience, retrieval_count FROM memories_memory"
     )
