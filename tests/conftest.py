@@ -310,7 +310,7 @@ def make_memory(user: Any) -> Callable[..., Memory]:
     def make(**overrides: Any) -> Memory:
         memory = _unsaved_memory(user, overrides)
         memory.save(force_insert=True)
-        reindex([memory])
+        reindex([memory], new=True)
         return memory
 
     return make
@@ -324,7 +324,7 @@ def make_memories(user: Any) -> Callable[[list[dict[str, Any]]], list[Memory]]:
     def make(each: list[dict[str, Any]]) -> list[Memory]:
         memories = [_unsaved_memory(user, overrides) for overrides in each]
         Memory.objects.bulk_create(memories)
-        reindex(memories)
+        reindex(memories, new=True)
         return memories
 
     return make

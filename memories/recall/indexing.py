@@ -178,14 +178,16 @@ def reindex(
     staying = [recall_entry(m, entries[m.pk]) for m in live if m.pk in entries]
     # Archived since: the entry goes, and its tokens with it.
     gone = [entries[m.pk] for m in batch if m.archived_at is not None and m.pk in entries]
-    RecallEntry.objects.filter(pk__in=gone).delete()
+    if gone:
+        RecallEntry.objects.filter(pk__in=gone).delete()
     update_rows(staying, ENTRY_FIELDS)
     arriving = RecallEntry.objects.bulk_create(
         [recall_entry(m) for m in live if m.pk not in entries], batch_size=INSERT_BATCH
     )
     tokenised = arriving
     if text_changed:
-        MemoryToken.objects.filter(entry__in=[e.pk for e in staying]).delete()
+        if staying:
+            MemoryToken.objects.filter(entry__in=[e.pk for e in staying]).delete()
         tokenised = staying + arriving
         if not new:
             MemoryTag.objects.filter(memory_id__in=ids).delete()
