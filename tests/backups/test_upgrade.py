@@ -55,15 +55,15 @@ def first_release(
     Built once for the module, outside the tests' transactions (a schema change cannot
     happen inside one on SQLite): taking the database back through every migration since
     the first release is most of the module's time. Emptied at the end."""
-    with django_db_blocker.unblock():
-        apps = migrate_to(FIRST_RELEASE)
-        try:
-            written = _write_first_release_data(apps)
-            backups = tmp_path_factory.mktemp("first-release")
-            call_command("backup_taproot", "--output", str(backups), stdout=StringIO())
-        finally:
-            migrate_to(latest())
     try:
+        with django_db_blocker.unblock():
+            apps = migrate_to(FIRST_RELEASE)
+            try:
+                written = _write_first_release_data(apps)
+                backups = tmp_path_factory.mktemp("first-release")
+                call_command("backup_taproot", "--output", str(backups), stdout=StringIO())
+            finally:
+                migrate_to(latest())
         yield written, backups
     finally:
         with django_db_blocker.unblock():
