@@ -237,12 +237,11 @@ def read_one_word(
 
     sql = _sql(
         "SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END FROM"
-        " (SELECT %s AS score FROM (%s LIMIT %s) AS h JOIN"
+        f" (SELECT %s AS score FROM (%s LIMIT {max(PROBE, 4 * limit):d}) AS h JOIN"
         f" {entry} e ON e.id = h.id WHERE %s ORDER BY score DESC LIMIT %s) AS best",
         limit,
         score,
         posting_hits(ordered[:1]),
-        max(PROBE, 4 * limit),
         conditions,
         limit,
     )

@@ -386,11 +386,10 @@ def _cut_by_bound(
         lowest = _sql(
             "floor AS (SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END AS score"
             " FROM (SELECT %s AS score FROM"
-            " (SELECT * FROM hits ORDER BY hits DESC LIMIT %s) AS h"
+            f" (SELECT * FROM hits ORDER BY hits DESC LIMIT {probe:d}) AS h"
             f" JOIN {entry} e ON e.id = h.id WHERE %s ORDER BY score DESC LIMIT %s) AS probe)",
             limit,
             score,
-            probe,
             conditions,
             limit,
         )
