@@ -240,6 +240,7 @@ async def throughput(
         "errors": errors,
         "median_ms": summary.median_ms if summary else None,
         "p95_ms": summary.p95_ms if summary else None,
+        "p99_ms": summary.p99_ms if summary else None,
         # The load generator shares the machine: how much of a core it used.
         "client_cpu_share": round(client_cpu / elapsed, 2),
     }

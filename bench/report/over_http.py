@@ -51,6 +51,7 @@ def http_section(results: dict[str, Any]) -> str:
             f"{r['calls_per_second']:.0f}",
             ms(r["median_ms"]),
             ms(r["p95_ms"]),
+            ms(r.get("p99_ms")),  # runs before it was kept have none
             r["errors"],
         )
         for r in http.get("throughput", [])
@@ -66,6 +67,7 @@ def http_section(results: dict[str, Any]) -> str:
                     "calls/s",
                     "median ms",
                     "p95 ms",
+                    "p99 ms",
                     "errors",
                 ),
                 throughput,

@@ -245,6 +245,27 @@ def test_the_http_section_shows_each_burst_row() -> None:
     assert "| SQLite | 1 | 140 | 0 | 412 | 530 | 201 | 498 |" in section
 
 
+def test_throughput_rows_show_their_p99_and_a_dash_where_a_run_kept_none() -> None:
+    """The target of issue 32 bounds the p99 of throughput runs; runs kept before it was
+    recorded still render."""
+    results = _results()
+    row = {
+        "backend": "sqlite",
+        "mix": "recall",
+        "workers": 2,
+        "clients": 16,
+        "calls_per_second": 63.5,
+        "median_ms": 241.0,
+        "p95_ms": 433.7,
+        "errors": 0,
+    }
+    results["http"]["throughput"] = [row | {"p99_ms": 512.25}, row | {"clients": 4}]
+    section = over_http.http_section(results)
+    assert "| median ms | p95 ms | p99 ms | errors |" in section
+    assert "| SQLite | recall | 2 | 16 | 64 | 241 | 434 | 512 | 0 |" in section
+    assert "| SQLite | recall | 2 | 4 | 64 | 241 | 434 | – | 0 |" in section
+
+
 def test_minilm_is_held_to_its_own_targets_when_it_was_measured() -> None:
     measured = _retrieval(0.617, 1.0)
     systems = measured["units"]["observation"]["systems"]
