@@ -42,8 +42,9 @@ from memories.timeutil import micros
 # A blended query whose words this many memories hold in all (the sum of their document
 # frequencies, at least the number of matches), and at least this share of the owner's
 # store, narrows the cosine part's reach first. The scan that does it reads every vector
-# of the store (2 ms at 100,000 memories), which pays only when the matches are a sizeable
-# share of it.
+# of the store (5 ms at 100,000 memories on one core), which pays only when the matches
+# are a sizeable share of it: on the bench's store of 100,000 it saves about what it costs
+# for queries of middle and common words (docs/benchmarks.md).
 WIDE_QUERY = 200
 WIDE_SHARE = 1 / 50
 
