@@ -115,7 +115,8 @@ def scan(
     one core OpenBLAS's product of a row-major matrix and a vector took twice as long
     (100,000 × 256: 10 ms against 5, docs/benchmarks.md); both sum a row far inside
     _SCAN_ROOM of its exact value."""
-    return np.einsum("ij,j->i", matrix, query)
+    dots: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, query)
+    return dots
 
 
 def query_stored(query: Vector) -> npt.NDArray[np.float32]:
