@@ -355,15 +355,26 @@ class VectorCache:
             held = self._owners.get(owner_id)
             if held is not None:
                 self._owners.move_to_end(owner_id)
+        if held is None:
+            return None
         # Vectors of deleted memories stay until a reload; reload when they pile up.
-        # Another generation, or a version gone back (the database was restored): the
-        # cache is of another store.
-        if held is not None and (
+        # Another generation (a store rebuilt or restored): the cache is of another store.
+        if (
             held.embedder != embedder.name
             or held.generation != index.generation
-            or held.version > index.version
             or len(held.ids) > 1.25 * index.live + 100
         ):
+            return None
+        # A version older than the one held is, nearly always, a recall that read the index
+        # before a write which another recall in this worker has taken in since: the newer
+        # vectors serve it, as they would a moment later. Reading the owner whole again for
+        # it cost seconds at 100,000 memories, and under writes it happened again and
+        # again. Only when the stored version went back too was the database restored
+        # under the server, keeping its generation: then the cache is of another store.
+        if held.version > index.version and _stored_version(owner_id) < held.version:
+            with self._table:  # let them go, or the newer version would be kept over the load
+                if self._owners.get(owner_id) is held:
+                    del self._owners[owner_id]
             return None
         return held
 
@@ -411,6 +422,16 @@ class VectorCache:
     def clear(self) -> None:
         with self._table:
             self._owners.clear()
+
+
+def _stored_version(owner_id: int) -> int:
+    """The owner's index version as stored now (-1: the owner has no index)."""
+    from memories.models import RecallIndex
+
+    version = (
+        RecallIndex.objects.filter(owner_id=owner_id).values_list("version", flat=True).first()
+    )
+    return -1 if version is None else version
 
 
 def _rows_since(owner_id: int, embedder: Embedder, version: int) -> list[tuple[uuid.UUID, bytes]]:

@@ -179,3 +179,66 @@ def test_recalls_of_one_owner_at_once_read_its_vectors_once_and_keep_no_other_wa
     }
     assert sorted(reads) == sorted([ana.pk, ben.pk])
     assert cache._loading == {}
+
+
+def _whole_reads(monkeypatch) -> list[int]:
+    """The owners whose vectors the cache reads whole from now on."""
+    from memories.recall import semantic as module
+
+    reads: list[int] = []
+    rows_since = module._rows_since
+
+    def counted(owner_id, embedder, version):
+        if version < 0:
+            reads.append(owner_id)
+        return rows_since(owner_id, embedder, version)
+
+    monkeypatch.setattr(module, "_rows_since", counted)
+    return reads
+
+
+def test_a_recall_that_read_the_index_before_a_write_is_served_the_newer_vectors(
+    owners, semantic, monkeypatch
+):
+    """Two recalls of one owner in a worker, a remember between their reads of the index:
+    the later one takes the new vector in, and the earlier one, whose index is now older
+    than the cache, is answered from it rather than by reading every vector again (which
+    took seconds at 100,000 memories, again and again under writes)."""
+    ana = owners[0]
+    query = semantic.embed(["beans"])[0]
+    cache = VectorCache(budget=1 << 30)
+    warm(cache, ana, semantic)
+    earlier = statistics(ana.pk, [])
+    remember(owner=ana, category="episodic", gist="beans", content="Beans and more beans.")
+    later = statistics(ana.pk, [])
+    assert later.version > earlier.version
+    newest = cache.ceiling(ana.pk, query, embedder=semantic, index=later)
+    held = cache._owners[ana.pk]
+    reads = _whole_reads(monkeypatch)
+
+    assert cache.ceiling(ana.pk, query, embedder=semantic, index=earlier) == newest
+    assert reads == []
+    assert cache._owners[ana.pk] is held
+
+
+def test_a_database_restored_under_the_server_is_read_whole_again(owners, semantic, monkeypatch):
+    """A database put back by hand keeps its generation, and its version goes back below
+    the one a worker holds: the cache is of another store and is read again."""
+    from memories.models import RecallIndex
+
+    ana = owners[0]
+    query = semantic.embed(["beans"])[0]
+    cache = VectorCache(budget=1 << 30)
+    before = statistics(ana.pk, [])
+    remember(owner=ana, category="episodic", gist="beans", content="Beans and more beans.")
+    warm(cache, ana, semantic)
+    RecallIndex.objects.filter(owner=ana).update(version=before.version)  # as restored
+    MemoryVector.objects.filter(owner=ana, version__gt=before.version).delete()
+    reads = _whole_reads(monkeypatch)
+
+    restored = statistics(ana.pk, [])
+    answer = cache.ceiling(ana.pk, query, embedder=semantic, index=restored)
+
+    assert reads == [ana.pk]
+    assert cache._owners[ana.pk].version == before.version
+    assert answer == warm(VectorCache(budget=1 << 30), ana, semantic)
