@@ -14,7 +14,7 @@ import math
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -387,10 +387,17 @@ class VectorCache:
     ) -> OwnerVectors:
         """`held` (None: the owner whole) brought up to the index's version from the
         database, read under no lock, and kept."""
-        since = held.version if held is not None else -1
-        rows = _rows_since(owner_id, embedder, since)
         if held is None:
-            held = OwnerVectors(embedder.name, embedder.dimension, index.generation, rows=len(rows))
+            # Read whole, each chunk of rows taken in as it comes, into room for every live
+            # memory: the rows read never pile up beside the matrix (at 100,000 memories
+            # they would add about 100 MB to the worker's peak). No other recall sees these
+            # vectors before they are kept, so none waits on the read.
+            rows: Iterable[tuple[uuid.UUID, bytes]] = _rows_since(owner_id, embedder, -1)
+            held = OwnerVectors(
+                embedder.name, embedder.dimension, index.generation, rows=index.live
+            )
+        else:
+            rows = list(_rows_since(owner_id, embedder, held.version))
         with held.lock:
             if held.version < index.version:
                 held.apply(rows)
@@ -434,15 +441,18 @@ def _stored_version(owner_id: int) -> int:
     return -1 if version is None else version
 
 
-def _rows_since(owner_id: int, embedder: Embedder, version: int) -> list[tuple[uuid.UUID, bytes]]:
+def _rows_since(
+    owner_id: int, embedder: Embedder, version: int
+) -> Iterator[tuple[uuid.UUID, bytes]]:
     """The owner's vectors stamped after `version` (bytes empty: the memory has none now),
-    oldest first."""
+    oldest first, read a chunk at a time as they are taken."""
     from memories.models import MemoryVector
 
     rows = MemoryVector.objects.filter(
         owner_id=owner_id, embedder=embedder.name, version__gt=version
     ).order_by("version", "memory_id")
-    return [(memory_id, bytes(data)) for memory_id, data in rows.values_list("memory_id", "vector")]
+    for memory_id, data in rows.values_list("memory_id", "vector").iterator(chunk_size=2000):
+        yield memory_id, bytes(data)
 
 
 # glibc's mallopt parameters, and the mmap threshold kept: its default, 128 KiB.

@@ -142,7 +142,7 @@ def test_recalls_of_one_owner_at_once_read_its_vectors_once_and_keep_no_other_wa
     ana, ben, _ = owners
     query = semantic.embed(["beans"])[0]
     indexes = {o.pk: statistics(o.pk, []) for o in (ana, ben)}
-    rows = {o.pk: module._rows_since(o.pk, semantic, -1) for o in (ana, ben)}
+    rows = {o.pk: list(module._rows_since(o.pk, semantic, -1)) for o in (ana, ben)}
     expected = {o.pk: warm(VectorCache(budget=1 << 30), o, semantic) for o in (ana, ben)}
     reads = []
     ana_reading, ana_may_finish = threading.Event(), threading.Event()
