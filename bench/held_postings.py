@@ -7,16 +7,23 @@ A recall of several words groups every posting of its words in SQL to find each 
 hits (memories.recall.impact, `all_hits`): at 100,000 memories three common words hold
 30,000–60,000 postings, and SQLite's grouping of them is most of the recall. Here the
 postings of the query's words are read once into arrays, as a worker could hold them,
-and each recall then groups them in numpy, scores the matches with the most hits for a
-floor (one small statement), and hands the scoring statement only the matches that can
-score within reach of it, as `impact.read_one_word` does for one word. The recall is
-otherwise the service's own (`rank_memories`), so the two rankings are compared whole.
+and each recall then counts their document frequencies and groups them in numpy, scores
+the matches with the most hits for a floor (one small statement), and hands the scoring
+statement only the matches that can score within reach of it, as `impact.read_one_word`
+does for one word. The recall is otherwise the service's own (`rank_memories`), so the
+rankings are compared whole.
+
+Three ways, in turn: as it is; with the postings held; and with each entry's salience held
+too, so that a match's bound takes its own salience rather than the most any memory has
+(as the statement's `within_reach` does once it has joined the entry), which leaves
+fewer matches to hand over.
 
 For each query size (3, 6 words), 10 queries of words held by 8–50 % of the owner's
 memories (the common band of bench.queries, drawn with a fixed seed), each ranked
-`--rounds` times at one fixed moment, both ways in turn; prints per size the median
-ranking as it is and with the postings held, what reading a query's postings costs once,
-and whether every ranking is identical. Reads only: nothing is strengthened.
+`--rounds` times each way at one fixed moment; prints per size the median ranking each
+way, what reading a query's postings once costs, what the index takes to read them and
+to group them by match (`impact.all_hits`) on its own, and whether every ranking is
+identical. `--out` writes the same as JSON rows. Reads only: nothing is strengthened.
 
 This measures the gain only: a worker holding postings would have to follow every write
 to them (the index has no per-entry change stamp to do it with yet).
@@ -264,6 +271,41 @@ def postings_held(
         vars(impact)["read_one_word"], recall["statistics"] = read, statistics
 
 
+def grouping_in_sql(owner_id: int, text: str) -> tuple[float, float]:
+    """Seconds the index takes to read a query's postings (counting them) and to group
+    them by match as recall does (`impact.all_hits`), each alone."""
+    from django.db import connection
+
+    from memories.conf import activation_config, ranking_profile
+    from memories.models import MemoryToken
+    from memories.recall import impact
+    from memories.recall.ranking import parse_query, query_weights
+    from memories.recall.scoring import statistics
+    from memories.recall.sql import _in, _sql
+
+    profile, config = ranking_profile(), activation_config()
+    query = parse_query(text, profile)
+    index = statistics(owner_id, query.tokens)
+    weights = query_weights(query, profile=profile, live=index.live, df=index.df, config=config)
+    reading = _sql(
+        f"SELECT COUNT(*) FROM {MemoryToken._meta.db_table} WHERE owner_id = %s AND key IN (%s)",
+        owner_id,
+        _in(weights),
+    )
+    grouping = _sql(
+        "WITH %s SELECT COUNT(*) FROM hits",
+        impact.all_hits(owner_id, weights, profile.factors(config)),
+    )
+    took = []
+    with connection.cursor() as cursor:
+        for statement in (reading, grouping):
+            started = time.perf_counter()
+            cursor.execute(statement.text, statement.params)
+            cursor.fetchall()
+            took.append(time.perf_counter() - started)
+    return took[0], took[1]
+
+
 MODES = ("as it is", "postings held", "postings and saliences held")
 
 
@@ -271,6 +313,8 @@ MODES = ("as it is", "postings held", "postings and saliences held")
 class Measured:
     timings: dict[str, list[float]]  # by mode
     reads: list[float]  # reading a query's postings once
+    sql_reads: list[float]  # the index reading them
+    sql_groupings: list[float]  # the index grouping them by match
     identical: int  # queries ranked alike by every mode in every round
     queries: int
 
@@ -297,7 +341,7 @@ def measure(owner: Any, queries: Sequence[str], *, rounds: int) -> Measured:
     from memories.services import RecallFilters, rank_memories
 
     saliences = read_saliences(owner.pk)
-    result = Measured({mode: [] for mode in MODES}, [], 0, len(queries))
+    result = Measured({mode: [] for mode in MODES}, [], [], [], 0, len(queries))
     for text in queries:
         keys = sorted(set(parse_query(text, ranking_profile()).tokens))
         started = time.perf_counter()
@@ -310,6 +354,9 @@ def measure(owner: Any, queries: Sequence[str], *, rounds: int) -> Measured:
         }
         rankings = []
         for _ in range(rounds):
+            sql_read, sql_grouping = grouping_in_sql(owner.pk, text)
+            result.sql_reads.append(sql_read)
+            result.sql_groupings.append(sql_grouping)
             for mode, holding in modes.items():
                 started = time.perf_counter()
                 with holding():
@@ -348,6 +395,8 @@ def main(argv: list[str]) -> None:
             "words": size,
             **{f"{mode} (ms)": _ms(found.timings[mode]) for mode in MODES},
             "reading the postings once (ms)": _ms(found.reads),
+            "the index reading them (ms)": _ms(found.sql_reads),
+            "the index grouping them (ms)": _ms(found.sql_groupings),
             "identical rankings": f"{found.identical} of {found.queries}",
         }
         rows.append(row)
@@ -355,6 +404,8 @@ def main(argv: list[str]) -> None:
             f"{size} common words, {index.live_memories:,} memories, ranking medians: "
             + ", ".join(f"{mode} {row[f'{mode} (ms)']} ms" for mode in MODES)
             + f"; reading the postings once {row['reading the postings once (ms)']} ms;"
+            f" in SQL, reading them {row['the index reading them (ms)']} ms and grouping them"
+            f" {row['the index grouping them (ms)']} ms;"
             f" identical rankings: {row['identical rankings']}"
         )
     if args.out:
