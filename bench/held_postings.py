@@ -180,51 +180,29 @@ def held_reader(
 
     original = impact.read_one_word
 
-    def read(
-        owner_id: int,
-        entry: str,
-        *,
-        weights: Mapping[str, int],
-        factors: tuple[int, int],
-        denominator: int,
-        score: Any,
-        conditions: Any,
-        limit: int,
-        reach: float,
-        relevance_weight: float,
-        config: Any,
-    ) -> Any:
+    def read(owner_id: int, entry: str, **named: Any) -> Any:
+        """`impact.read_one_word`'s arguments, as scoring.best_candidates passes them."""
+        weights, config, denominator = named["weights"], named["config"], named["denominator"]
         if len(weights) < 2 or config.history == seed_history or denominator <= 0:
-            return original(
-                owner_id,
-                entry,
-                weights=weights,
-                factors=factors,
-                denominator=denominator,
-                score=score,
-                conditions=conditions,
-                limit=limit,
-                reach=reach,
-                relevance_weight=relevance_weight,
-                config=config,
-            )
+            return original(owner_id, entry, **named)
+        factors, limit, reach = named["factors"], named["limit"], named["reach"]
         matches, hits = grouped_hits(held, weights, factors)
         probe = max(impact.PROBE, 4 * limit)
         if len(matches) <= probe:
             return None
         best = np.argpartition(-hits, probe)[:probe]
-        sql = _sql(
+        statement = _sql(
             f"WITH {_given_hits('h')} SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score)"
             f" END FROM (SELECT %s AS score FROM h JOIN {entry} e ON e.id = h.id WHERE %s"
             " ORDER BY score DESC LIMIT %s) AS best",
             _rows(matches[best], hits[best]),
             limit,
-            score,
-            conditions,
+            named["score"],
+            named["conditions"],
             limit,
         )
         with connection.cursor() as cursor:
-            cursor.execute(sql.text, sql.params)
+            cursor.execute(statement.text, statement.params)
             ((floor,),) = cursor.fetchall()
         if floor is None:
             return None
@@ -232,7 +210,7 @@ def held_reader(
         ceiling = most_history + (most_salience if saliences is None else saliences.of(matches))
         # The bound of `scoring._cut_by_bound`'s `kept` (with a match's own salience, that
         # of its `within_reach`), twice its margin to spare: the statement applies it again.
-        bound = relevance_weight * (hits / float(denominator)) + ceiling
+        bound = named["relevance_weight"] * (hits / float(denominator)) + ceiling
         within = bound >= float(floor) - reach - 2 * impact.MARGIN
         cte = _sql(_given_hits("hits"), _rows(matches[within], hits[within]))
         return impact.OneWordRead(float(floor), cte, whole=bool(within.all()))
