@@ -4,6 +4,7 @@ ranks from the index, so the time it measures is for the same answer."""
 import random
 from datetime import timedelta
 
+import numpy as np
 import pytest
 
 from bench import held_postings
@@ -94,3 +95,26 @@ def test_the_held_postings_sum_each_matchs_hits_as_the_index_does(user, make_mem
             worth = weights[token.key] * (10 if token.in_keywords else 7)
             expected[entry.pk] = expected.get(entry.pk, 0) + worth
     assert dict(zip(entries.tolist(), hits.tolist(), strict=True)) == expected
+
+
+def test_hits_are_summed_alike_whether_the_entries_run_together_or_lie_apart():
+    def held(entries_of_a, entries_of_b):
+        return {
+            "a": held_postings.Postings(
+                np.array(entries_of_a, dtype=np.int64), np.array([True, False, True])
+            ),
+            "b": held_postings.Postings(
+                np.array(entries_of_b, dtype=np.int64), np.array([False, True])
+            ),
+        }
+
+    weights = {"a": 3, "b": 2}
+    for a, b in [([5, 6, 8], [6, 7]), ([5, 10**9, 8], [10**9, 7])]:  # ids close, ids apart
+        entries, hits = held_postings.grouped_hits(held(a, b), weights, (10, 7))
+        big = 10**9 if 10**9 in a else 6
+        assert dict(zip(entries.tolist(), hits.tolist(), strict=True)) == {
+            5: 30,
+            big: 21 + 14,
+            7: 20,
+            8: 30,
+        }
