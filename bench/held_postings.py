@@ -155,9 +155,7 @@ def read_saliences(owner_id: int) -> Saliences:
     from memories.vocabulary import MEDIUM
 
     config = activation_config()
-    rows = (
-        RecallEntry.objects.filter(owner_id=owner_id).order_by("id").values_list("id", "salience")
-    )
+    rows = RecallEntry.objects.filter(owner_id=owner_id).order_by("id")
     default = config.salience_scores[MEDIUM]
     entries, parts = [], []
     for entry, salience in rows.values_list("id", "salience").iterator(chunk_size=5000):
