@@ -131,6 +131,10 @@ TAPROOT_EMBEDDER = env_embedder("TAPROOT_EMBEDDER", "wordllama", ("wordllama", "
 # 100,000-memory store takes about 125 with the default embedder); past it the least
 # recently served owners are let go and read again at their next recall.
 TAPROOT_VECTOR_CACHE_MB = env_int("TAPROOT_VECTOR_CACHE_MB", 256, minimum=16)
+# MiB of common words' postings each worker keeps, so that a recall of several of them
+# groups their postings in the worker rather than in the database (memories.recall.postings);
+# 0 keeps none.
+TAPROOT_POSTINGS_CACHE_MB = env_int("TAPROOT_POSTINGS_CACHE_MB", 64, minimum=0)
 # Overrides for the recall ranking constants of the active profile (see
 # memories.recall.ranking.ActivationConfig).
 TAPROOT_ACTIVATION: dict[str, object] = {}

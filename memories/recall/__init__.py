@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         token_entries,
         vectors_for,
     )
+    from memories.recall.postings import POSTINGS
     from memories.recall.ranking import (
         DEFAULT_PROFILE,
         TAPROOT,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_PROFILE",
+    "POSTINGS",
     "REBUILD_BATCH",
     "STOP_WORDS",
     "TAPROOT",
@@ -92,6 +94,7 @@ _HOMES = {
     "ActivationConfig": "ranking",
     "DEFAULT_PROFILE": "ranking",
     "EmbedderUnavailable": "embedding",
+    "POSTINGS": "postings",
     "QueryVector": "semantic",
     "REBUILD_BATCH": "indexing",
     "VectorCache": "semantic",

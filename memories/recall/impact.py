@@ -26,9 +26,12 @@ The statements that read them are here too (`read_one_word`, and `all_hits` when
 posting must be read); memories.recall.scoring builds the rest of the ranking on them.
 """
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 from django.db import connection
 
 from memories.models import MemoryToken
@@ -177,13 +180,29 @@ def hits_sum(weights: Mapping[str, int], factors: tuple[int, int]) -> _Sql:
 
 
 @dataclass(frozen=True)
-class OneWordRead:
-    """What `read_one_word` found: a floor, and the CTE `hits` of the matches that can score
-    within reach of it (`whole`: every match)."""
+class NarrowRead:
+    """What `read_one_word` or `read_held` found: a floor, and the CTE `hits` of the matches
+    that can score within reach of it (`whole`: every match)."""
 
     floor: float
     hits: _Sql
     whole: bool
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What a narrow read needs of the ranking statement (scoring.best_candidates): a
+    match's score in SQL over the entry `e` and its hits `h`, the filters' conditions, the
+    places, the reach of the band below the cut, what multiplies hits / `denominator` in
+    the score, and the constants."""
+
+    denominator: int
+    score: _Sql
+    conditions: _Sql
+    limit: int
+    reach: float
+    relevance_weight: float
+    config: ActivationConfig
 
 
 def read_one_word(
@@ -192,14 +211,8 @@ def read_one_word(
     *,
     weights: Mapping[str, int],
     factors: tuple[int, int],
-    denominator: int,
-    score: _Sql,
-    conditions: _Sql,
-    limit: int,
-    reach: float,
-    relevance_weight: float,
-    config: ActivationConfig,
-) -> OneWordRead | None:
+    cut: Cut,
+) -> NarrowRead | None:
     """For a query of one word: a floor the cut can only be above, and the CTE `hits` of
     the matches read from only the classes of postings that hold every match within
     `reach` of it (memories.recall.impact), each match's hits its one posting's, never
@@ -211,13 +224,14 @@ def read_one_word(
     and the `limit`-th best score of those the filters admit: the cut is the `limit`-th
     best of a superset.
 
-    A query of several words reads every posting: a memory's hits then need all its
-    postings, and searching the index for those of the few memories a keyword class
-    holds costs about three times reading a posting in turn (on SQLite at 100,000
-    memories), more than it saves unless keyword postings are under a sixth of the
-    query's postings divided by its words.
+    A query of several words reads every posting (unless the worker holds them:
+    `read_held`): a memory's hits then need all its postings, and searching the index
+    for those of the few memories a keyword class holds costs about three times reading
+    a posting in turn (on SQLite at 100,000 memories), more than it saves unless keyword
+    postings are under a sixth of the query's postings divided by its words.
     """
-    if config.history == SEED_HISTORY or denominator <= 0 or len(weights) != 1:
+    config, limit = cut.config, cut.limit
+    if config.history == SEED_HISTORY or cut.denominator <= 0 or len(weights) != 1:
         return None
     ((key, weight),) = weights.items()
     keyword, content = factors
@@ -235,31 +249,101 @@ def read_one_word(
             _in(sorted({p.in_keywords for p in taking})),
         )
 
-    sql = _sql(
-        "SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END FROM"
-        f" (SELECT %s AS score FROM (%s LIMIT {max(PROBE, 4 * limit):d}) AS h JOIN"
-        f" {entry} e ON e.id = h.id WHERE %s ORDER BY score DESC LIMIT %s) AS best",
-        limit,
-        score,
-        posting_hits(ordered[:1]),
-        conditions,
-        limit,
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql.text, sql.params)
-        ((floor,),) = cursor.fetchall()
+    probe = _sql(f"(%s LIMIT {max(PROBE, 4 * limit):d}) AS h", posting_hits(ordered[:1]))
+    floor = _floor(probe, entry, cut)
     if floor is None:
         return None
     most_history, most_salience = most_history_and_salience(config)
     read = to_read(
         weights,
         factors,
-        relevance_weight=relevance_weight,
-        denominator=denominator,
+        relevance_weight=cut.relevance_weight,
+        denominator=cut.denominator,
         ceiling=most_history + most_salience,
-        floor=float(floor),
-        reach=reach,
+        floor=floor,
+        reach=cut.reach,
     )
     # The floor is the score of matches in the first class, so that class is always read.
     hits = _sql("hits AS MATERIALIZED (%s)", posting_hits(read or ordered[:1]))
-    return OneWordRead(float(floor), hits, whole=len(read) == len(ordered))
+    return NarrowRead(floor, hits, whole=len(read) == len(ordered))
+
+
+def _floor(probe: _Sql, entry: str, cut: Cut, given: _Sql | None = None) -> float | None:
+    """The `limit`-th best score among the matches `probe` (a FROM item `h` of matches and
+    their hits, `given` its CTE if any) that the filters admit: a floor the cut can only be
+    above, the cut being the `limit`-th best of a superset. None when fewer are admitted."""
+    sql = _sql(
+        "SELECT CASE WHEN COUNT(*) < %s THEN NULL ELSE MIN(score) END FROM"
+        f" (SELECT %s AS score FROM %s JOIN {entry} e ON e.id = h.id WHERE %s"
+        " ORDER BY score DESC LIMIT %s) AS best",
+        cut.limit,
+        cut.score,
+        probe,
+        cut.conditions,
+        cut.limit,
+    )
+    if given is not None:
+        sql = _sql("WITH %s %s", given, sql)
+    with connection.cursor() as cursor:
+        cursor.execute(sql.text, sql.params)
+        ((floor,),) = cursor.fetchall()
+    return None if floor is None else float(floor)
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Every match of a query (its entry ids) and its hits, as the worker found them from
+    held postings (memories.recall.postings)."""
+
+    entries: npt.NDArray[np.int64]
+    hits: npt.NDArray[np.int64]
+
+
+def read_held(entry: str, held: Matches, cut: Cut) -> NarrowRead | None:
+    """For a query whose matches and their hits the worker found from held postings
+    (memories.recall.postings): a floor the cut can only be above, and the CTE `hits` of
+    the matches that can score within `reach` of it, handed to the statement as values.
+    None when the statement should group every posting itself (`all_hits`): the seed's
+    unbounded history, no more matches than the probe, or a probe that found fewer than
+    `limit` matches the filters admit.
+
+    The probe scores the PROBE matches with the most hits, as `scoring._cut_by_bound`
+    does (which of those tied is of no matter: any matches give a floor). A match is
+    handed over when its relevance plus the most history and salience any memory can
+    have reaches the floor less the reach, in the float operations of the statement's
+    own bound (which applies it again), with twice its margin to spare.
+    """
+    matches, hits = held.entries, held.hits
+    config, limit = cut.config, cut.limit
+    probe = max(PROBE, 4 * limit)
+    if config.history == SEED_HISTORY or cut.denominator <= 0 or len(matches) <= probe:
+        return None
+    best = np.argpartition(-hits, probe)[:probe]
+    floor = _floor(_Sql("h"), entry, cut, given_hits("h", matches[best], hits[best]))
+    if floor is None:
+        return None
+    most_history, most_salience = most_history_and_salience(config)
+    relevance = cut.relevance_weight * (hits / float(cut.denominator))
+    within = relevance + (most_history + most_salience) >= floor - cut.reach - 2 * MARGIN
+    return NarrowRead(
+        floor,
+        given_hits("hits", matches[within], hits[within]),
+        whole=bool(within.all()),
+    )
+
+
+def given_hits(name: str, matches: npt.NDArray[np.int64], hits: npt.NDArray[np.int64]) -> _Sql:
+    """The CTE `name` of these matches (entry ids) and their hits, given as parameters:
+    two arrays on PostgreSQL, one JSON list of pairs on SQLite (it has no arrays)."""
+    if connection.vendor == "postgresql":
+        return _sql(
+            f"{name} AS MATERIALIZED (SELECT r.id, r.hits FROM"
+            " unnest(CAST(%s AS bigint[]), CAST(%s AS bigint[])) AS r(id, hits))",
+            matches.tolist(),
+            hits.tolist(),
+        )
+    return _sql(
+        f"{name} AS MATERIALIZED (SELECT json_extract(value, '$[0]') AS id,"
+        " json_extract(value, '$[1]') AS hits FROM json_each(%s))",
+        json.dumps(np.stack([matches, hits], axis=1).tolist()),
+    )

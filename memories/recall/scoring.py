@@ -92,23 +92,47 @@ class OwnerIndex:
 
 def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
     """N, the index's version and the df of each key, in one statement."""
+    index, _ = _read_index(owner_id, keys, postings=False)
+    return index
+
+
+def statistics_and_postings(
+    owner_id: int, keys: Sequence[str]
+) -> tuple[OwnerIndex, dict[str, str]]:
+    """`statistics`, and each key's postings as of the same state of the index (one
+    statement), as a comma-separated list of entry × 2 plus 1 where the key is among the
+    memory's keywords (memories.recall.postings reads it)."""
+    return _read_index(owner_id, keys, postings=True)
+
+
+def _read_index(
+    owner_id: int, keys: Sequence[str], *, postings: bool
+) -> tuple[OwnerIndex, dict[str, str]]:
     token, index = _table(MemoryToken), _table(RecallIndex)
+    listed = "NULL"
+    if postings:
+        posting = "CAST(entry_id * 2 + CAST(in_keywords AS INTEGER) AS TEXT)"
+        listed = (
+            f"string_agg({posting}, ',')"
+            if connection.vendor == "postgresql"
+            else f"group_concat({posting}, ',')"
+        )
     sql = _sql(
-        f"SELECT NULL, live_memories, version, generation FROM {index} WHERE owner_id = %s",
+        f"SELECT NULL, live_memories, version, generation, NULL FROM {index} WHERE owner_id = %s",
         owner_id,
     )
     if keys:  # PostgreSQL refuses an empty IN ()
         sql = _sql(
-            f"%s UNION ALL SELECT key, COUNT(*), 0, NULL FROM {token}"
+            f"%s UNION ALL SELECT key, COUNT(*), 0, NULL, {listed} FROM {token}"
             " WHERE owner_id = %s AND key IN (%s) GROUP BY key",
             sql,
             owner_id,
             _in(keys),
         )
-    live, version, generation, df = 0, 0, None, {}
+    live, version, generation, df, lists = 0, 0, None, {}, {}
     with connection.cursor() as cursor:
         cursor.execute(sql.text, sql.params)
-        for key, count, row_version, row_generation in cursor.fetchall():
+        for key, count, row_version, row_generation, listed_postings in cursor.fetchall():
             if key is None:
                 live, version = count, row_version
                 generation = (
@@ -118,7 +142,9 @@ def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
                 )
             else:
                 df[key] = count
-    return OwnerIndex(live, df, version, generation)
+                if listed_postings:
+                    lists[key] = listed_postings
+    return OwnerIndex(live, df, version, generation), lists
 
 
 @dataclass(frozen=True)
@@ -172,6 +198,7 @@ def best_candidates(
     config: ActivationConfig,
     blend: bool = False,
     cosine_ceiling: int = 1000,
+    held: impact.Matches | None = None,
 ) -> Band:
     """The `limit` best memories by activation, and every row that could take a place
     among them once scored exactly. `weights` is None for a blank query.
@@ -181,6 +208,10 @@ def best_candidates(
     0.3 of relevance, could lift into the best `limit`: every row within the cosine part
     of `cosine_ceiling` (thousandths; no memory's cosine with the query is higher) of the
     cut.
+
+    `held` gives every match of a query of several words and its hits (found by the
+    worker from postings it holds): then only those that can place are handed to the
+    statement, rather than every posting grouped in it.
     """
     blend = blend and weights is not None
     lexical_share, semantic_share = semantic_shares(config) if blend else (1, 0)
@@ -245,11 +276,7 @@ def best_candidates(
     matched = "(SELECT COUNT(*) FROM hits)"
     if weights is not None:
         relevance_weight = config.relevance_weight * float(lexical_share)
-        read = impact.read_one_word(
-            owner_id,
-            entry,
-            weights=weights,
-            factors=factors,
+        cut = impact.Cut(
             denominator=denominator,
             score=score,
             conditions=_join(" AND ", conditions),
@@ -257,6 +284,11 @@ def best_candidates(
             reach=reach,
             relevance_weight=relevance_weight,
             config=config,
+        )
+        read = (
+            impact.read_held(entry, held, cut)
+            if held is not None and len(weights) > 1
+            else impact.read_one_word(owner_id, entry, weights=weights, factors=factors, cut=cut)
         )
         if read is None:
             ctes.append(impact.all_hits(owner_id, weights, factors))

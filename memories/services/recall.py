@@ -15,6 +15,7 @@ from memories.limits import DEFAULT_RECALL_LIMIT
 from memories.models import Category, Memory, RecallEntry, User
 from memories.recall.embedding import Vector
 from memories.recall.indexing import tag_key
+from memories.recall.postings import POSTINGS, grouped_hits
 from memories.recall.ranking import (
     ActivationConfig,
     Candidate,
@@ -31,7 +32,6 @@ from memories.recall.scoring import (
     OwnerIndex,
     best_candidates,
     holding_any,
-    statistics,
 )
 from memories.recall.semantic import CACHE, QueryVector, embed_query
 from memories.refs import IdPrefix, Resolved
@@ -113,17 +113,21 @@ def rank_memories(
     weights: dict[str, int] | None = None
     denominator = 0
     owner_index = OwnerIndex()
+    postings = held = None
     semantic = embedder() if not query.blank else None
     if not query.blank:
-        owner_index = statistics(owner.pk, query.tokens) if profile.idf else owner_index
+        if profile.idf:
+            owner_index, postings = POSTINGS.statistics(owner.pk, query.tokens)
         weights = query_weights(
             query, profile=profile, live=owner_index.live, df=owner_index.df, config=config
         )
         denominator = Relevance(weights, keyword_factor, content_factor).denominator
+        if postings is not None:
+            held = grouped_hits(postings, weights, (keyword_factor, content_factor))
     query_vector = embed_query(semantic, filters.query or "", ahead) if semantic else None
     ceiling = 1000
-    held = sum(owner_index.df.values())
-    if query_vector is not None and held >= max(WIDE_QUERY, WIDE_SHARE * owner_index.live):
+    holding = sum(owner_index.df.values())
+    if query_vector is not None and holding >= max(WIDE_QUERY, WIDE_SHARE * owner_index.live):
         # Many matches, so many rows within reach of the cosine part: the best cosine any
         # memory has with the query narrows that reach (to about half, typically) for the
         # price of one scan of the vectors the worker keeps.
@@ -140,6 +144,7 @@ def rank_memories(
         config=config,
         blend=query_vector is not None,
         cosine_ceiling=ceiling,
+        held=held,
     )
     if query_vector is None:
         ranked = rank(

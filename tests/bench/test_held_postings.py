@@ -1,18 +1,15 @@
-"""bench.held_postings ranks with the query's postings held in the worker exactly as recall
-ranks from the index, so the time it measures is for the same answer."""
+"""bench.held_postings times the same recall three ways (postings grouped by the database,
+read and held by a first recall, served from those held) and checks they rank alike."""
 
 import random
 from datetime import timedelta
 
-import numpy as np
 import pytest
+from django.conf import settings
 
 from bench import held_postings
 from memories.conf import ranking_profile
-from memories.models import Memory
-from memories.recall import impact
-from memories.recall.ranking import parse_query
-from memories.services import RecallFilters, rank_memories
+from memories.recall import POSTINGS, impact, parse_query, postings
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.django_db
@@ -43,78 +40,32 @@ def _store(make_memories) -> None:
     )
 
 
-@pytest.mark.parametrize("limit", [1, 3, 10])
-def test_a_recall_with_the_postings_held_ranks_as_recall_does(
-    user, make_memories, embedder, limit, monkeypatch
+def test_each_way_ranks_alike_and_the_last_is_served_from_held_postings(
+    user, make_memories, embedder, monkeypatch
 ):
     _store(make_memories)
+    monkeypatch.setattr(postings, "HOLD_FROM", 0)  # a small store's words held all the same
     reads = []
-    reader = held_postings.held_reader
-    original = impact.read_one_word
+    original = impact.read_held
 
-    def counted(held, saliences=None):
-        read = reader(held, saliences)
+    def read_held(*args, **named):
+        reads.append(original(*args, **named))
+        return reads[-1]
 
-        def counting(*args, **kwargs):
-            found = read(*args, **kwargs)
-            reads.append((len(kwargs["weights"]), found))
-            return found
+    monkeypatch.setattr(impact, "read_held", read_held)
+    budget = settings.TAPROOT_POSTINGS_CACHE_MB
+    queries = ["garden tea", "rain letters harbour", "tea garden rain letters harbour"]
 
-        return counting
+    found = held_postings.measure(user, queries, rounds=2)
 
-    monkeypatch.setattr(held_postings, "held_reader", counted)
-    saliences = held_postings.read_saliences(user.pk)
-    for text in ["garden tea", "rain letters harbour", "tea garden rain letters harbour"]:
-        keys = sorted(set(parse_query(text, ranking_profile()).tokens))
-        held = held_postings.read_postings(user.pk, keys)
-        filters = RecallFilters(query=text, limit=limit)
-        as_is = rank_memories(user, filters, now=NOW).ranked
-        assert len(as_is) == limit
-        for also in [None, saliences]:
-            with held_postings.postings_held(held, also):
-                holding = rank_memories(user, filters, now=NOW).ranked
-            assert [(r.candidate.id, r.score) for r in holding] == [
-                (r.candidate.id, r.score) for r in as_is
-            ]
-    # Every query took the held postings' path, and some left matches unscored.
-    assert [words for words, _ in reads] == [2, 2, 3, 3, 5, 5]
-    assert all(isinstance(found, impact.OneWordRead) for _, found in reads)
-    assert any(not found.whole for _, found in reads)
-    assert impact.read_one_word is original
-
-
-def test_the_held_postings_sum_each_matchs_hits_as_the_index_does(user, make_memories):
-    _store(make_memories)
-    weights = {"garden": 5, "rain": 3}
-    held = held_postings.read_postings(user.pk, sorted(weights))
-    entries, hits = held_postings.grouped_hits(held, weights, (10, 7))
-    expected: dict[int, int] = {}
-    for memory in Memory.objects.filter(owner=user).select_related("recall_entry"):
-        entry = memory.recall_entry
-        for token in entry.tokens.filter(key__in=weights):
-            worth = weights[token.key] * (10 if token.in_keywords else 7)
-            expected[entry.pk] = expected.get(entry.pk, 0) + worth
-    assert dict(zip(entries.tolist(), hits.tolist(), strict=True)) == expected
-
-
-def test_hits_are_summed_alike_whether_the_entries_run_together_or_lie_apart():
-    def held(entries_of_a, entries_of_b):
-        return {
-            "a": held_postings.Postings(
-                np.array(entries_of_a, dtype=np.int64), np.array([True, False, True])
-            ),
-            "b": held_postings.Postings(
-                np.array(entries_of_b, dtype=np.int64), np.array([False, True])
-            ),
-        }
-
-    weights = {"a": 3, "b": 2}
-    for a, b in [([5, 6, 8], [6, 7]), ([5, 10**9, 8], [10**9, 7])]:  # ids close, ids apart
-        entries, hits = held_postings.grouped_hits(held(a, b), weights, (10, 7))
-        big = 10**9 if 10**9 in a else 6
-        assert dict(zip(entries.tolist(), hits.tolist(), strict=True)) == {
-            5: 30,
-            big: 21 + 14,
-            7: 20,
-            8: 30,
-        }
+    assert found.identical == found.queries == 3
+    assert {mode: len(times) for mode, times in found.timings.items()} == dict.fromkeys(
+        held_postings.MODES, 6
+    )
+    # Grouped by the database: no read of held postings; the other two ways: one each.
+    assert len(reads) == 2 * 3 * 2
+    assert any(read is not None and not read.whole for read in reads)
+    keys = parse_query(queries[-1], ranking_profile()).tokens
+    assert all(POSTINGS.holds(user.pk, key) for key in keys)
+    assert budget == settings.TAPROOT_POSTINGS_CACHE_MB
+    POSTINGS.clear()

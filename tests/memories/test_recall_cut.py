@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from mcp_bridge.handlers import recall_filters
 from memories.conf import activation_config, ranking_profile
 from memories.models import Memory
+from memories.recall import impact, postings
+from memories.recall.postings import POSTINGS
 from memories.recall.ranking import Relevance, parse_query, query_weights
 from memories.recall.scoring import Band, Filters, best_candidates, statistics
 from memories.services import rank_memories
@@ -46,6 +48,19 @@ memory_specs = st.fixed_dictionaries(
     }
 )
 queries = st.lists(st.sampled_from(COMMON + RARE + ["the"]), min_size=1, max_size=6).map(" ".join)
+
+
+@pytest.fixture(params=["grouped by the database", "held by the worker"])
+def postings_of_words(request, monkeypatch):
+    """A query's postings grouped in SQL (impact.all_hits), or held by the worker and
+    grouped there (memories.recall.postings): every query of several words held, and the
+    probe small enough that a small store's matches are handed over only in part."""
+    if request.param == "held by the worker":
+        monkeypatch.setattr(postings, "HOLD_FROM", 0)
+        monkeypatch.setattr(impact, "PROBE", 2)
+    POSTINGS.clear()
+    yield
+    POSTINGS.clear()
 
 
 @pytest.fixture(params=["taproot, hybrid", "taproot, words only", "seed"])
@@ -98,7 +113,7 @@ stores_drawn = settings(
     limit=st.sampled_from([1, 2, 3, 5]),
 )
 def test_recall_of_common_words_ranks_exactly_as_the_reference(
-    user, make_memories, profile, store, query, category, limit
+    user, make_memories, profile, postings_of_words, store, query, category, limit
 ):
     now = NOW + timedelta(days=1)
     with rolled_back():
@@ -143,7 +158,8 @@ def _band(user, query: str, *, limit: int, now, blend: bool) -> Band:
     )
 
 
-def _assert_ranked_as_the_reference(user, query: str, *, limit: int, now) -> None:
+def assert_ranked_as_the_reference(user, query: str, *, limit: int, now) -> list[str]:
+    """Recall of `query` ranks as the reference does (ids, scores, order); the ids ranked."""
     profile, config = ranking_profile(), activation_config()
     live = [values(m) for m in Memory.objects.for_owner(user).live()]
     expected = reference_rank(
@@ -157,6 +173,7 @@ def _assert_ranked_as_the_reference(user, query: str, *, limit: int, now) -> Non
     )
     got = rank_memories(user, recall_filters(query=query, limit=limit)[0], now=now).ranked
     assert [(r.candidate.id, r.score) for r in got] == [(r.candidate.id, r.score) for r in expected]
+    return [str(r.candidate.id) for r in got]
 
 
 @pytest.mark.parametrize("embedder", ["wordllama", "none"])
@@ -186,7 +203,7 @@ def test_matches_that_cannot_take_a_place_are_left_unscored(
     assert band.matched == 66
     assert band.scored < 66
 
-    _assert_ranked_as_the_reference(user, query, limit=limit, now=now)
+    assert_ranked_as_the_reference(user, query, limit=limit, now=now)
 
 
 @pytest.mark.parametrize("embedder", ["wordllama", "none"])
@@ -220,7 +237,7 @@ def test_one_common_word_reads_only_its_postings_that_can_place(
         assert band.scored <= 8
         assert band.matched > len(band.keys)
 
-    _assert_ranked_as_the_reference(user, "garden", limit=limit, now=now)
+    assert_ranked_as_the_reference(user, "garden", limit=limit, now=now)
 
 
 several_word_specs = st.fixed_dictionaries(
@@ -248,7 +265,7 @@ several_word_specs = st.fixed_dictionaries(
     limit=st.sampled_from([1, 2, 3]),
 )
 def test_several_common_words_rank_exactly_as_the_reference(
-    user, make_memories, profile, store, query, category, tag, limit
+    user, make_memories, profile, postings_of_words, store, query, category, tag, limit
 ):
     """Queries of several words most memories hold, a few as keywords, with filters:
     every class of postings summed (impact.all_hits), the ranking is the reference's.
@@ -310,7 +327,7 @@ def test_queries_of_many_words_rank_as_the_reference(user, make_memories, words)
         ]
     )
     now = NOW + timedelta(days=1)
-    _assert_ranked_as_the_reference(user, " ".join(vocabulary), limit=5, now=now)
+    assert_ranked_as_the_reference(user, " ".join(vocabulary), limit=5, now=now)
 
 
 # SQLite's statistics of a store of 100,000 memories, one owner's (ANALYZE's numbers for the

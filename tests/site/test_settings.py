@@ -238,6 +238,11 @@ def test_the_vector_cache_budget_is_configurable():
     assert loaded({"TAPROOT_VECTOR_CACHE_MB": "64"})["TAPROOT_VECTOR_CACHE_MB"] == 64
 
 
+def test_the_postings_cache_budget_is_configurable():
+    assert loaded({})["TAPROOT_POSTINGS_CACHE_MB"] == 64
+    assert loaded({"TAPROOT_POSTINGS_CACHE_MB": "0"})["TAPROOT_POSTINGS_CACHE_MB"] == 0
+
+
 @pytest.mark.parametrize("secret", [None, "", "   "])
 def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
     env = {"DEBUG": "0"} if secret is None else {"DEBUG": "0", "SECRET_KEY": secret}
@@ -287,6 +292,7 @@ def test_with_debug_on_a_short_secret_key_is_allowed():
         ({"TAPROOT_MCP_BUFFER_MB": "3"}, "TAPROOT_MCP_BUFFER_MB must be at least 4"),
         ({"TAPROOT_MCP_QUEUE_TIMEOUT": "-1"}, "TAPROOT_MCP_QUEUE_TIMEOUT must be at least 0"),
         ({"TAPROOT_VECTOR_CACHE_MB": "8"}, "TAPROOT_VECTOR_CACHE_MB must be at least 16"),
+        ({"TAPROOT_POSTINGS_CACHE_MB": "-1"}, "TAPROOT_POSTINGS_CACHE_MB must be at least 0"),
         # The per-token limit became a per-user one: an old setting is not silently ignored.
         (
             {"TAPROOT_MCP_REQUESTS_PER_TOKEN": "5"},

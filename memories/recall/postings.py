@@ -1,0 +1,185 @@
+"""The postings of common words, held by each worker (issue 32, item 1).
+
+A recall of several words finds each match's hits by grouping every posting of its words
+(memories.recall.impact, `all_hits`): at 100,000 memories three common words hold
+30,000–60,000 postings, and the database's grouping of them was half the recall. A worker
+that holds those postings groups them in numpy instead (`grouped_hits`), and the database
+is handed only the matches that can score within reach of the cut (`impact.read_held`).
+
+What is held must be the index exactly: hits are used as they are, and a word's document
+frequency is its postings' count. Every write to an owner's index moves
+RecallIndex.version in the write's transaction (memories.recall.indexing), and a restore
+gives the index a new generation, so a word's postings are held with the generation and
+version they were read at, in the same statement as N and the version (one statement
+sees one state on both databases), and serve a recall only while the index is still at
+that generation and version. A write makes the owner's held words stale; the next recall
+of several common words reads them again.
+
+Only words worth it are held: a query whose words hold HOLD_FROM postings or more in all
+(below that, grouping them in SQL costs about what handing the matches over does). The
+words held share a budget per worker (TAPROOT_POSTINGS_CACHE_MB); past it, the least
+recently used go.
+"""
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from memories.recall.impact import Matches
+from memories.recall.scoring import OwnerIndex, statistics, statistics_and_postings
+
+# A query of several words is served from held postings once its words hold this many
+# postings in all (the sum of their document frequencies): at 10,000 memories three common
+# words hold about 4,000, and their grouping in SQL about 3 ms (docs/benchmarks.md).
+HOLD_FROM = 4000
+
+
+@dataclass(frozen=True)
+class Postings:
+    """One word's postings in an owner's index: each memory's entry holding it and whether
+    the word is among that memory's keywords, as of the index's generation and version."""
+
+    entries: npt.NDArray[np.int64]
+    in_keywords: npt.NDArray[np.bool_]
+    generation: uuid.UUID | None
+    version: int
+
+    # What holding a word costs besides its arrays: its key, the dictionary's slot.
+    OVERHEAD = 256
+
+    @property
+    def nbytes(self) -> int:
+        return self.entries.nbytes + self.in_keywords.nbytes + self.OVERHEAD
+
+    def of(self, index: OwnerIndex) -> bool:
+        """Whether these are the postings of the index as `index` read it."""
+        return self.generation == index.generation and self.version == index.version
+
+
+def parsed(encoded: str | None, index: OwnerIndex) -> Postings:
+    """A word's postings from the statement's list (scoring.statistics_and_postings): each
+    posting entry × 2, plus 1 when the word is a keyword, comma-separated."""
+    values = (
+        np.array(encoded.split(","), dtype=np.int64) if encoded else np.zeros(0, dtype=np.int64)
+    )
+    return Postings(values >> 1, (values & 1).astype(np.bool_), index.generation, index.version)
+
+
+def grouped_hits(
+    held: Mapping[str, Postings], weights: Mapping[str, int], factors: tuple[int, int]
+) -> Matches:
+    """Each match's entry (ascending) and its hits, the sum `impact.hits_sum` computes: per
+    posting, the word's weight times the keyword or the content factor."""
+    keyword, content = factors
+    entries = np.concatenate([held[key].entries for key in weights])
+    worth = np.concatenate(
+        [
+            np.where(held[key].in_keywords, keyword * weight, content * weight)
+            for key, weight in weights.items()
+        ]
+    )
+    if not len(entries):
+        return Matches(entries, entries)
+    low = int(entries.min())
+    span = int(entries.max()) - low + 1
+    if span <= 4 * len(entries):  # an owner's entries mostly in one run of ids: count by id
+        # Whole numbers far below 2**53 (weights and factors are small integers), so the
+        # float sums of bincount are exact.
+        sums = np.bincount(entries - low, weights=worth, minlength=span)
+        present = np.flatnonzero(np.bincount(entries - low, minlength=span))
+        return Matches(present + low, sums[present].astype(np.int64))
+    matches, where = np.unique(entries, return_inverse=True)
+    return Matches(matches, np.bincount(where, weights=worth).astype(np.int64))
+
+
+class PostingsCache:
+    """Words' postings, by owner and index key, kept per worker process while they are the
+    index's (see the module's doc). The database is read under no lock: two recalls may
+    read the same words at once, and the later version read is kept."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self._words: OrderedDict[tuple[int, str], Postings] = OrderedDict()
+        self._table = threading.Lock()  # held only to look words up, add and let them go
+        self._bytes = 0  # what the words held take together
+        self._budget = budget
+
+    @property
+    def budget(self) -> int:
+        """Bytes the words held may take together (TAPROOT_POSTINGS_CACHE_MB unless given)."""
+        if self._budget is not None:
+            return self._budget
+        from django.conf import settings
+
+        return int(settings.TAPROOT_POSTINGS_CACHE_MB) * 1024 * 1024
+
+    def held_bytes(self) -> int:
+        with self._table:
+            return self._bytes
+
+    def holds(self, owner_id: int, key: str) -> bool:
+        with self._table:
+            return (owner_id, key) in self._words
+
+    def statistics(
+        self, owner_id: int, keys: Sequence[str]
+    ) -> tuple[OwnerIndex, dict[str, Postings] | None]:
+        """N, the index's version and each key's document frequency (scoring.statistics),
+        and, for a query of several words holding HOLD_FROM postings or more, their
+        postings: held ones when still the index's, else read in the same statement and
+        held."""
+        if len(keys) < 2 or self.budget <= 0:
+            return statistics(owner_id, keys), None
+        held = self._held(owner_id, keys)
+        if held is not None:
+            index = statistics(owner_id, [])
+            if all(postings.of(index) for postings in held.values()):
+                df = {key: len(p.entries) for key, p in held.items() if len(p.entries)}
+                return OwnerIndex(index.live, df, index.version, index.generation), held
+        index, encoded = statistics_and_postings(owner_id, keys)
+        if sum(index.df.values()) < HOLD_FROM:
+            return index, None
+        read = {key: parsed(encoded.get(key), index) for key in keys}
+        self._keep(owner_id, read)
+        return index, read
+
+    def _held(self, owner_id: int, keys: Sequence[str]) -> dict[str, Postings] | None:
+        """The postings held of every key (maybe stale), or None when some are not held."""
+        with self._table:
+            found = {key: self._words.get((owner_id, key)) for key in keys}
+            held = {key: postings for key, postings in found.items() if postings is not None}
+            for key in held:
+                self._words.move_to_end((owner_id, key))
+        return held if len(held) == len(found) else None
+
+    def _keep(self, owner_id: int, read: Mapping[str, Postings]) -> None:
+        """Hold these words (unless a newer read of one is held already), and let the least
+        recently used go while all of them pass the budget. Words alone past the budget are
+        used, not kept."""
+        budget = self.budget
+        with self._table:
+            for key, postings in read.items():
+                current = self._words.get((owner_id, key))
+                if (
+                    current is None
+                    or current.generation != postings.generation
+                    or current.version <= postings.version
+                ):
+                    self._bytes += postings.nbytes - (current.nbytes if current else 0)
+                    self._words[(owner_id, key)] = postings
+                self._words.move_to_end((owner_id, key))
+            while self._words and self._bytes > budget:
+                _, gone = self._words.popitem(last=False)
+                self._bytes -= gone.nbytes
+
+    def clear(self) -> None:
+        with self._table:
+            self._words.clear()
+            self._bytes = 0
+
+
+POSTINGS = PostingsCache()

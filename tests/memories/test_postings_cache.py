@@ -1,0 +1,264 @@
+"""Each worker's held postings (memories.recall.postings, issue 32 item 1): a recall of
+several common words served from them ranks exactly as the reference computes from
+scratch, after every kind of write (create, update, promote, archive, unarchive, delete,
+compress, import, undoing an import, a restore from a backup); a recall whose words are
+held reads no posting; the budget lets the least recently used words go.
+
+The stores here are small, so the fixture `held` holds every query's postings
+(HOLD_FROM 0) and makes the probe small, so that the matches handed over are fewer than
+all of them."""
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from mcp_bridge import handlers
+from memories.portability.backups import new_index_generation
+from memories.recall import impact, postings
+from memories.recall.postings import POSTINGS, Postings, PostingsCache, grouped_hits
+from memories.recall.scoring import statistics
+from memories.services import import_store, restore_snapshot
+from tests.conftest import NOW
+from tests.memories.test_import import fixture_text
+from tests.memories.test_recall_cut import assert_ranked_as_the_reference
+
+pytestmark = pytest.mark.django_db
+
+QUERY = "garden rain"
+
+
+@pytest.fixture
+def held(monkeypatch):
+    """Every query of several words served from held postings; what each narrow read
+    returned, in order."""
+    monkeypatch.setattr(postings, "HOLD_FROM", 0)
+    monkeypatch.setattr(impact, "PROBE", 2)
+    reads = []
+    original = impact.read_held
+
+    def read_held(*args, **named):
+        found = original(*args, **named)
+        reads.append(found)
+        return found
+
+    monkeypatch.setattr(impact, "read_held", read_held)
+    POSTINGS.clear()
+    yield reads
+    POSTINGS.clear()
+
+
+def _remember(user, n: int, **fields) -> str:
+    reply = handlers.remember(
+        owner=user,
+        category=fields.pop("category", "episodic"),
+        gist=fields.pop("gist", f"Walk {n} in the garden"),
+        content=fields.pop("content", f"Rain on the garden path, walk {n}."),
+        salience=fields.pop("salience", ("high", "medium", "low")[n % 3]),
+        now=NOW - timedelta(days=n % 5),
+        **fields,
+    )
+    return str(reply["memory_id"])
+
+
+def ranked(user, *, limit: int = 2) -> list[str]:
+    """Recall of QUERY ranks as the reference does; the ids ranked."""
+    return assert_ranked_as_the_reference(user, QUERY, limit=limit, now=NOW + timedelta(days=1))
+
+
+@pytest.fixture
+def walks(user):
+    """Twenty-four memories holding words of QUERY (a third both as keywords, none of
+    those of high salience; a third both in their text; a third "garden" alone), and a
+    few holding neither."""
+    ids = []
+    for n in range(24):
+        if n % 3 == 0:
+            ids.append(_remember(user, n, search_keywords=["garden", "rain"], salience="medium"))
+        elif n % 3 == 1:
+            ids.append(_remember(user, n))
+        else:
+            ids.append(_remember(user, n, content=f"Sun on the path, walk {n}."))
+    for n in range(3):
+        _remember(user, 100 + n, gist=f"Shelf {n}", content="Books about boats.")
+    return ids
+
+
+def test_a_recall_of_several_words_is_served_from_held_postings(user, walks, held):
+    ranked(user)
+
+    assert POSTINGS.holds(user.pk, "garden") and POSTINGS.holds(user.pk, "rain")
+    assert len(held) == 1 and held[0] is not None
+    assert not held[0].whole  # fewer matches handed over than there are
+
+
+def test_a_recall_whose_words_are_held_reads_no_posting(user, walks, held):
+    first = ranked(user)
+    token = connection.ops.quote_name("memories_memorytoken")
+    with CaptureQueriesContext(connection) as queries:
+        assert ranked(user) == first
+    # The floor, the ranking and the reference's own reads; none groups or counts postings.
+    reading = [q["sql"] for q in queries if f"FROM {token}" in q["sql"]]
+    assert reading == []
+
+
+def assert_held_is_the_index(user) -> None:
+    """The postings held of QUERY's words are the index's, as read now."""
+    keys = sorted(set(QUERY.split()))
+    index, encoded = postings.statistics_and_postings(user.pk, keys)
+    for key in keys:
+        held, stored = POSTINGS._words[(user.pk, key)], postings.parsed(encoded.get(key), index)
+        assert (held.generation, held.version) == (index.generation, index.version)
+        assert sorted(zip(held.entries.tolist(), held.in_keywords.tolist(), strict=True)) == sorted(
+            zip(stored.entries.tolist(), stored.in_keywords.tolist(), strict=True)
+        )
+
+
+def test_held_postings_follow_every_kind_of_write(user, other_user, walks, held):
+    """After each write, recall ranks as the reference does, from postings held that are
+    the index's as it now stands."""
+    new = None
+
+    def remember_keywords():
+        nonlocal new
+        new = _remember(user, 50, search_keywords=["garden", "rain"], salience="high")
+        assert ranked(user)[0] == new
+
+    def import_then_undo():
+        imported = import_store(owner=user, data=fixture_text(), now=NOW)
+        ranked(user)
+        assert_held_is_the_index(user)
+        restore_snapshot(snapshot_id=imported.snapshot_id, now=NOW + timedelta(minutes=1))
+
+    writes = [
+        remember_keywords,
+        # Its words edited away, then back.
+        lambda: handlers.remember(
+            owner=user, update_id=new, gist="Attic", content="Dust.", search_keywords=[], now=NOW
+        ),
+        lambda: handlers.remember(
+            owner=user, update_id=new, gist="garden", content="garden rain", now=NOW
+        ),
+        lambda: handlers.promote(owner=user, memory_id=new, core=True, salience="low", now=NOW),
+        lambda: handlers.forget(owner=user, action="archive", memory_id=walks[0], now=NOW),
+        lambda: handlers.forget(owner=user, action="unarchive", memory_id=walks[0], now=NOW),
+        lambda: handlers.forget(owner=user, action="delete", memory_id=walks[3]),
+        lambda: handlers.forget(
+            owner=user,
+            action="compress",
+            ids=walks[6:8],
+            content="Both walks: garden, rain.",
+            gist="Garden walks in the rain",
+            category="episodic",
+            now=NOW,
+        ),
+        import_then_undo,
+        # Another owner's write leaves this one's postings held as they are.
+        lambda: _remember(other_user, 1, search_keywords=["garden", "rain"]),
+    ]
+    ranked(user)
+    for write in writes:
+        before = POSTINGS._words[(user.pk, "garden")]
+        write()
+        ranked(user)
+        assert_held_is_the_index(user)
+        if write is not writes[-1]:
+            assert POSTINGS._words[(user.pk, "garden")] is not before
+    assert POSTINGS._words[(user.pk, "garden")] is before
+    assert all(read is not None for read in held)
+
+
+def test_a_restored_database_is_read_again(user, walks, held, monkeypatch):
+    """A restore gives every index a new generation (memories.portability.backups): the
+    words held are of another store, however the version stands."""
+    ranked(user)
+    stale = {key: POSTINGS._words[(user.pk, key)] for key in ("garden", "rain")}
+    new_index_generation()
+
+    ranked(user)
+    for key, before in stale.items():
+        now_held = POSTINGS._words[(user.pk, key)]
+        assert now_held is not before
+        assert now_held.generation != before.generation
+
+
+def test_words_of_a_query_below_the_threshold_are_not_held(user, walks, held, monkeypatch):
+    monkeypatch.setattr(postings, "HOLD_FROM", 10_000)
+    ranked(user)
+    assert not POSTINGS.holds(user.pk, "garden")
+    assert held == []
+
+
+def test_with_no_budget_nothing_is_held(user, walks, held, settings):
+    settings.TAPROOT_POSTINGS_CACHE_MB = 0
+    ranked(user)
+    assert not POSTINGS.holds(user.pk, "garden")
+    assert held == []
+
+
+def test_a_query_of_one_word_is_not_held(user, walks, held):
+    POSTINGS.statistics(user.pk, ["garden"])
+    assert not POSTINGS.holds(user.pk, "garden")
+
+
+def _postings(n: int, version: int = 1) -> Postings:
+    return Postings(
+        np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.bool_), generation=None, version=version
+    )
+
+
+def test_past_its_budget_the_cache_lets_the_least_recently_used_words_go():
+    size = _postings(100).nbytes
+    cache = PostingsCache(budget=3 * size)  # room for three words
+    cache._keep(1, {"a": _postings(100), "b": _postings(100)})
+    cache._keep(2, {"a": _postings(100)})
+    assert cache._held(1, ["a", "b"]) is not None  # used: now the most recent
+    cache._keep(2, {"c": _postings(100)})
+
+    assert not cache.holds(2, "a")
+    assert all(cache.holds(*word) for word in [(1, "a"), (1, "b"), (2, "c")])
+    assert cache.held_bytes() == 3 * size
+    cache._keep(3, {"huge": _postings(10_000)})  # alone past the budget: not kept
+    assert not cache.holds(3, "huge")
+    assert cache.held_bytes() <= 3 * size
+
+
+def test_of_two_reads_of_a_word_the_newer_is_kept():
+    cache = PostingsCache(budget=1 << 20)
+    newer = _postings(5, version=7)
+    cache._keep(1, {"a": newer})
+    cache._keep(1, {"a": _postings(6, version=6)})
+    assert cache._words[(1, "a")] is newer
+    assert cache.held_bytes() == newer.nbytes
+
+
+def test_held_hits_are_the_sums_the_database_groups(user, walks):
+    """grouped_hits adds up, per match, what impact.hits_sum does in SQL."""
+    keys = ["garden", "rain", "walk"]
+    index, encoded = postings.statistics_and_postings(user.pk, keys)
+    read = {key: postings.parsed(encoded.get(key), index) for key in keys}
+    weights = {"garden": 3, "rain": 5, "walk": 2}
+    found = grouped_hits(read, weights, (4, 1))
+    statement = impact.all_hits(user.pk, weights, (4, 1))
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH {statement.text} SELECT id, hits FROM hits", statement.params)
+        expected = dict(cursor.fetchall())
+    assert dict(zip(found.entries.tolist(), found.hits.tolist(), strict=True)) == expected
+    assert {key: len(p.entries) for key, p in read.items()} == statistics(user.pk, keys).df
+
+
+def test_held_hits_of_entries_far_apart_are_summed_alike():
+    """An owner whose entries lie far apart in id (many owners' writes between) is summed
+    by sorting rather than by counting over the span: the same sums."""
+    far = Postings(
+        np.array([5, 10**9, 3 * 10**9], dtype=np.int64),
+        np.array([True, False, False]),
+        None,
+        1,
+    )
+    near = Postings(np.array([10**9], dtype=np.int64), np.array([True]), None, 1)
+    found = grouped_hits({"a": far, "b": near}, {"a": 2, "b": 3}, (4, 1))
+    assert found.entries.tolist() == [5, 10**9, 3 * 10**9]
+    assert found.hits.tolist() == [8, 2 + 12, 2]
