@@ -22,11 +22,13 @@ Any order of taking is sound (the most falls whichever class goes); keyword ones
 because they are few. Hits are integers and the bound is checked with MARGIN to spare,
 so float rounding cannot let a match that could place go unread.
 
-The statements that read them are here too (`read_one_word`, and `all_hits` when every
-posting must be read); memories.recall.scoring builds the rest of the ranking on them.
+The statements that read them are here too (`read_one_word`, `read_held`, `holding_any`,
+and `all_hits` when every posting must be read); memories.recall.scoring builds the rest
+of the ranking on them.
 """
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -122,6 +124,15 @@ def most_history_and_salience(config: ActivationConfig) -> tuple[float, float]:
 
 
 # --- the statements -----------------------------------------------------------------------
+
+
+def holding_any(owner_id: int, keys: Sequence[str], ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Those of these memories (live, the owner's) that hold one of these index keys."""
+    return set(
+        MemoryToken.objects.filter(owner_id=owner_id, key__in=keys, entry__memory_id__in=ids)
+        .values_list("entry__memory_id", flat=True)
+        .distinct()
+    )
 
 
 def all_hits(owner_id: int, weights: Mapping[str, int], factors: tuple[int, int]) -> _Sql:

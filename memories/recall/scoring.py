@@ -446,15 +446,6 @@ def _relevance_sql(weight: float, denominator: int) -> "_Sql":
     )
 
 
-def holding_any(owner_id: int, keys: Sequence[str], ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-    """Those of these memories (live, the owner's) that hold one of these index keys."""
-    return set(
-        MemoryToken.objects.filter(owner_id=owner_id, key__in=keys, entry__memory_id__in=ids)
-        .values_list("entry__memory_id", flat=True)
-        .distinct()
-    )
-
-
 def _history_sql(now: datetime, config: ActivationConfig) -> "_Sql":
     """memories.recall.ranking.history in SQL: for a retrieved memory its recency-weighted count
     a, bounded (history_weight × (1 − 1 / (1 + a))) or the seed's (base_weight × a); for

@@ -14,6 +14,7 @@ from memories.conf import activation_config, embedder, ranking_profile
 from memories.limits import DEFAULT_RECALL_LIMIT
 from memories.models import Category, Memory, RecallEntry, User
 from memories.recall.embedding import Vector
+from memories.recall.impact import holding_any
 from memories.recall.indexing import tag_key
 from memories.recall.postings import POSTINGS, grouped_hits
 from memories.recall.ranking import (
@@ -31,7 +32,6 @@ from memories.recall.scoring import (
     Filters,
     OwnerIndex,
     best_candidates,
-    holding_any,
 )
 from memories.recall.semantic import CACHE, QueryVector, embed_query
 from memories.refs import IdPrefix, Resolved
