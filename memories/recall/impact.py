@@ -347,11 +347,13 @@ def given_hits(name: str, matches: npt.NDArray[np.int64], hits: npt.NDArray[np.i
     """The CTE `name` of these matches (entry ids) and their hits, given as parameters:
     two arrays on PostgreSQL, one JSON list of pairs on SQLite (it has no arrays)."""
     if connection.vendor == "postgresql":
+        # As array literals: a list of Python integers is adapted one value at a time,
+        # several times slower for the thousands of matches a common word hands over.
         return _sql(
             f"{name} AS MATERIALIZED (SELECT r.id, r.hits FROM"
             " unnest(CAST(%s AS bigint[]), CAST(%s AS bigint[])) AS r(id, hits))",
-            matches.tolist(),
-            hits.tolist(),
+            "{" + ",".join(map(str, matches.tolist())) + "}",
+            "{" + ",".join(map(str, hits.tolist())) + "}",
         )
     return _sql(
         f"{name} AS MATERIALIZED (SELECT json_extract(value, '$[0]') AS id,"

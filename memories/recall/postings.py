@@ -130,31 +130,33 @@ class PostingsCache:
     ) -> tuple[OwnerIndex, dict[str, Postings] | None]:
         """N, the index's version and each key's document frequency (scoring.statistics),
         and, for a query of several words holding HOLD_FROM postings or more, their
-        postings: held ones when still the index's, else read in the same statement and
-        held."""
+        postings: those held while still the index's, the others read in the same
+        statement as N and the version, and held."""
         if len(keys) < 2 or self.budget <= 0:
             return statistics(owner_id, keys), None
+        # The words held are read again only if a write has moved the index since; the
+        # others are read, with N and the version, in one statement.
         held = self._held(owner_id, keys)
-        if held is not None:
-            index = statistics(owner_id, [])
-            if all(postings.of(index) for postings in held.values()):
-                df = {key: len(p.entries) for key, p in held.items() if len(p.entries)}
-                return OwnerIndex(index.live, df, index.version, index.generation), held
-        index, encoded = statistics_and_postings(owner_id, keys)
-        if sum(index.df.values()) < HOLD_FROM:
+        index, encoded = statistics_and_postings(owner_id, [k for k in keys if k not in held])
+        if not all(postings.of(index) for postings in held.values()):
+            held = {}
+            index, encoded = statistics_and_postings(owner_id, keys)
+        df = {key: len(p.entries) for key, p in held.items() if len(p.entries)} | index.df
+        index = OwnerIndex(index.live, df, index.version, index.generation)
+        if sum(df.values()) < HOLD_FROM:
             return index, None
-        read = {key: parsed(encoded.get(key), index) for key in keys}
+        read = {key: parsed(encoded.get(key), index) for key in keys if key not in held}
         self._keep(owner_id, read)
-        return index, read
+        return index, held | read
 
-    def _held(self, owner_id: int, keys: Sequence[str]) -> dict[str, Postings] | None:
-        """The postings held of every key (maybe stale), or None when some are not held."""
+    def _held(self, owner_id: int, keys: Sequence[str]) -> dict[str, Postings]:
+        """The postings held of these keys (maybe stale), by key."""
         with self._table:
             found = {key: self._words.get((owner_id, key)) for key in keys}
             held = {key: postings for key, postings in found.items() if postings is not None}
             for key in held:
                 self._words.move_to_end((owner_id, key))
-        return held if len(held) == len(found) else None
+        return held
 
     def _keep(self, owner_id: int, read: Mapping[str, Postings]) -> None:
         """Hold these words (unless a newer read of one is held already), and let the least

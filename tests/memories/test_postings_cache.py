@@ -214,7 +214,7 @@ def test_past_its_budget_the_cache_lets_the_least_recently_used_words_go():
     cache = PostingsCache(budget=3 * size)  # room for three words
     cache._keep(1, {"a": _postings(100), "b": _postings(100)})
     cache._keep(2, {"a": _postings(100)})
-    assert cache._held(1, ["a", "b"]) is not None  # used: now the most recent
+    assert set(cache._held(1, ["a", "b"])) == {"a", "b"}  # used: now the most recent
     cache._keep(2, {"c": _postings(100)})
 
     assert not cache.holds(2, "a")
@@ -262,3 +262,15 @@ def test_held_hits_of_entries_far_apart_are_summed_alike():
     found = grouped_hits({"a": far, "b": near}, {"a": 2, "b": 3}, (4, 1))
     assert found.entries.tolist() == [5, 10**9, 3 * 10**9]
     assert found.hits.tolist() == [8, 2 + 12, 2]
+
+
+def test_a_query_sharing_words_with_one_held_reads_only_its_other_words(user, walks, held):
+    ranked(user)
+    token = connection.ops.quote_name("memories_memorytoken")
+    with CaptureQueriesContext(connection) as queries:
+        index, found = POSTINGS.statistics(user.pk, ["garden", "sun"])
+    (reading,) = [q["sql"] for q in queries if f"FROM {token}" in q["sql"]]
+    assert "'sun'" in reading and "'garden'" not in reading
+    assert found is not None and set(found) == {"garden", "sun"}
+    assert index.df == statistics(user.pk, ["garden", "sun"]).df
+    assert POSTINGS.holds(user.pk, "sun")
