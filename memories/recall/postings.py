@@ -13,7 +13,9 @@ gives the index a new generation, so a word's postings are held with the generat
 version they were read at, in the same statement as N and the version (one statement
 sees one state on both databases), and serve a recall only while the index is still at
 that generation and version. A write makes the owner's held words stale; the next recall
-of several common words reads them again.
+of several common words reads them again, and a recall reads only those of its words not
+held. Recall ranks outside any write transaction (memories.services.recall), so what is
+read, and held, has been committed.
 
 Only words worth it are held: a query whose words hold HOLD_FROM postings or more in all
 (below that, grouping them in SQL costs about what handing the matches over does). The
