@@ -11,7 +11,9 @@ the wrong place:
 - For a query of one word, a first statement scores a few matches to find a floor
   under the cut; then only the postings that can hold a match within reach of it are
   read (memories.recall.impact, `read_one_word`): for a common word, its keyword postings
-  alone, never grouped. A query of several words reads and groups every posting.
+  alone, never grouped. A query of several words reads and groups every posting, unless
+  the worker holds its words' postings (memories.recall.postings): then the worker finds
+  a floor and hands over only the matches within reach of it (`impact.read_held`).
 - The statement counts those matches' hits, but joins to its entry and scores only those
   whose hits leave them a chance: a bound on the cut from the matches with the most
   hits, and the most history and salience any memory can have, leave out the rest
