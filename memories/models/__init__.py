@@ -23,6 +23,7 @@ from memories.models.history import (
 )
 from memories.models.memory import Memory, MemoryQuerySet
 from memories.models.recall_index import (
+    IndexChange,
     MemoryTag,
     MemoryToken,
     MemoryVector,
@@ -37,6 +38,7 @@ __all__ = [
     "ClosingQuerySet",
     "DismissedSuggestion",
     "EpistemicStatus",
+    "IndexChange",
     "Memory",
     "MemoryQuerySet",
     "MemoryTag",

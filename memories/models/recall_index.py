@@ -89,6 +89,30 @@ class RecallIndex(models.Model):
         return f"{self.profile}: {self.live_memories} live memories"
 
 
+class IndexChange(models.Model):
+    """A write to an owner's recall index: the version it moved the index to, and one
+    entry whose tokens it wrote or took away (a row without an entry when it changed no
+    token). A worker holding words' postings brings them up to the index's version from
+    these instead of reading the words again (memories.recall.postings); only an owner's
+    latest versions are kept (memories.recall.indexing, KEEP_CHANGES)."""
+
+    id = models.BigAutoField(primary_key=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    version = models.BigIntegerField()
+    # Not a foreign key: the entry of a memory archived or deleted is gone.
+    entry = models.BigIntegerField(null=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["owner", "version", "entry"], name="indexchange_owner_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"version {self.version}: entry {self.entry}"
+
+
 class MemoryVector(models.Model):
     """A memory's meaning as a unit vector (SPEC §3.2): of its gist, keywords, tags and
     content, by the embedder named, as float16 bytes (memories.recall.embedding). `version` is

@@ -1,7 +1,8 @@
 """Recall: the index beside the memory rows (indexing), how text becomes tokens (tokens,
 pure), how a query and a memory become index entries and how candidates are ranked
-(ranking, pure), the ranking in SQL (scoring, its statements built with sql), and recall
-by meaning (embedding, onnx_embedding, semantic).
+(ranking, pure), what a recall reads of the index as a whole (owner_index), the ranking
+in SQL (scoring and impact, their statements built with sql), the postings a worker holds
+(postings), and recall by meaning (embedding, onnx_embedding, semantic).
 
 This package is recall's one face: the interfaces (the tools, the dashboard, OAuth, the
 admin, the management commands, the bench, taproot_site) import these names from
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         token_entries,
         vectors_for,
     )
+    from memories.recall.owner_index import statistics
     from memories.recall.postings import POSTINGS
     from memories.recall.ranking import (
         DEFAULT_PROFILE,
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
         memory_terms,
         parse_query,
     )
-    from memories.recall.scoring import statistics
     from memories.recall.semantic import (
         QueryVector,
         VectorCache,
@@ -117,7 +118,7 @@ _HOMES = {
     "recall_entry": "indexing",
     "refresh_hashes": "indexing",
     "snowball_stem": "tokens",
-    "statistics": "scoring",
+    "statistics": "owner_index",
     "stem": "tokens",
     "stored": "semantic",
     "tag_keys": "indexing",

@@ -25,6 +25,7 @@ from memories.bulkwrite import INSERT_BATCH, insert_rows, update_rows
 from memories.conf import embedder, ranking_profile
 from memories.maintenance import analyze_after_growth
 from memories.models import (
+    IndexChange,
     Memory,
     MemoryTag,
     MemoryToken,
@@ -207,12 +208,17 @@ def reindex(
         ],
     )
     change: dict[int, int] = {m.owner_id: 0 for m in batch}
+    # The entries whose tokens this write changed, by owner (held postings follow them).
+    touched: dict[int, list[int]] = defaultdict(list)
+    for entry in tokenised:
+        touched[entry.owner_id].append(entry.pk)
     for entry in arriving:
         change[entry.owner_id] += 1
     for memory in batch:
         if memory.archived_at is not None and memory.pk in entries:
             change[memory.owner_id] -= 1
-    versions = _count_live(change, profile)
+            touched[memory.owner_id].append(entries[memory.pk])
+    versions = _count_live(change, profile, touched)
     if text_changed:
         _store_vectors(batch, vectors, versions, new=new)
 
@@ -252,15 +258,20 @@ def unindex(ids: Sequence[uuid.UUID]) -> None:
     """Take these memories out of the recall index before they are deleted."""
     entries = RecallEntry.objects.filter(memory_id__in=ids)
     change: dict[int, int] = defaultdict(int)
-    for owner_id in entries.values_list("owner_id", flat=True):
+    touched: dict[int, list[int]] = defaultdict(list)
+    for owner_id, entry_id in entries.values_list("owner_id", "pk"):
         change[owner_id] -= 1
+        touched[owner_id].append(entry_id)
     entries.delete()
-    _count_live(change, ranking_profile())
+    _count_live(change, ranking_profile(), touched)
 
 
-def _count_live(change: dict[int, int], profile: Profile) -> dict[int, int]:
+def _count_live(
+    change: dict[int, int], profile: Profile, touched: dict[int, list[int]]
+) -> dict[int, int]:
     """Apply changes in the number of live memories to each owner's RecallIndex row and move
-    its version (every write does); the owners' versions now."""
+    its version (every write does), recording the entries whose tokens changed
+    (`touched`, by owner) at the new version; the owners' versions now."""
     versions: dict[int, int] = {}
     for owner_id, delta in change.items():
         bumped = _bump(owner_id, delta)
@@ -282,7 +293,29 @@ def _count_live(change: dict[int, int], profile: Profile) -> dict[int, int]:
                 # Another transaction made the row first; its count could not see ours.
                 bumped = _bump(owner_id, delta)
         versions[owner_id] = bumped[0] if bumped else 0
+        if bumped:
+            _record_change(owner_id, bumped[0], touched.get(owner_id, []))
     return versions
+
+
+# How many of an owner's latest versions keep their IndexChange rows: a worker whose held
+# postings are older reads their words again (memories.recall.postings). Older rows go
+# every PRUNE_EVERY versions, so that most writes add one statement, not two.
+KEEP_CHANGES = 512
+PRUNE_EVERY = 32
+
+
+def _record_change(owner_id: int, version: int, entries: Sequence[int]) -> None:
+    """Record that the owner's index moved to `version` changing these entries' tokens
+    (a row without an entry when it changed none, so that every version has a row)."""
+    insert_rows(
+        IndexChange,
+        ["owner", "version", "entry"],
+        [(owner_id, version, entry) for entry in sorted(set(entries))]
+        or [(owner_id, version, None)],
+    )
+    if version % PRUNE_EVERY == 0:
+        IndexChange.objects.filter(owner_id=owner_id, version__lte=version - KEEP_CHANGES).delete()
 
 
 def _bump(owner_id: int, delta: int) -> tuple[int, int] | None:

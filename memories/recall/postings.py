@@ -8,14 +8,18 @@ is handed only the matches that can score within reach of the cut (`impact.read_
 
 What is held must be the index exactly: hits are used as they are, and a word's document
 frequency is its postings' count. Every write to an owner's index moves
-RecallIndex.version in the write's transaction (memories.recall.indexing), and a restore
-gives the index a new generation, so a word's postings are held with the generation and
-version they were read at, in the same statement as N and the version (one statement
-sees one state on both databases), and serve a recall only while the index is still at
-that generation and version. A write makes the owner's held words stale; the next recall
-of several common words reads them again, and a recall reads only those of its words not
-held. Recall ranks outside any write transaction (memories.services.recall), so what is
-read, and held, has been committed.
+RecallIndex.version in the write's transaction and records the entries whose tokens it
+changed at that version (IndexChange, memories.recall.indexing), and a restore gives the
+index a new generation. So a word's postings are held with the generation and version
+they were read at, in the same statement as N and the version (one statement sees one
+state on both databases), and serve a recall only once brought up to the index's
+version: the statement of the next recall of several common words also reads the
+changes recorded since, and the postings those entries hold now of the held words
+(owner_index.statistics_and_postings), and the worker puts them in place of the
+entries' old ones. Held words older than the changes kept, or of another generation,
+are read again; a recall reads whole only those of its words not held. Recall ranks
+outside any write transaction (memories.services.recall), so what is read, and held,
+has been committed.
 
 Only words worth it are held: a query whose words hold HOLD_FROM postings or more in all
 (below that, grouping them in SQL costs about what handing the matches over does). The
@@ -33,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memories.recall.impact import Matches
-from memories.recall.scoring import OwnerIndex, statistics, statistics_and_postings
+from memories.recall.owner_index import Changes, OwnerIndex, statistics, statistics_and_postings
 
 # A query of several words is served from held postings once its words hold this many
 # postings in all (the sum of their document frequencies): at 10,000 memories three common
@@ -70,6 +74,39 @@ def parsed(encoded: str | None, index: OwnerIndex) -> Postings:
         np.array(encoded.split(","), dtype=np.int64) if encoded else np.zeros(0, dtype=np.int64)
     )
     return Postings(values >> 1, (values & 1).astype(np.bool_), index.generation, index.version)
+
+
+def _followed(
+    held: Mapping[str, Postings], index: OwnerIndex, changes: Changes
+) -> Mapping[str, Postings] | None:
+    """The held postings brought up to `index` by the changes recorded since the oldest
+    of them (`held` itself when none); None when they cannot be: of another generation,
+    newer than `index` (read by a later recall), or older than the changes kept. An
+    entry's postings are dropped and those it holds now added, so a word already past
+    some of the changes is brought up all the same."""
+    if any(p.generation != index.generation or p.version > index.version for p in held.values()):
+        return None
+    since = min(p.version for p in held.values())
+    if changes.versions != index.version - since:
+        return None
+    if not changes.versions:
+        return held
+    changed = (
+        np.unique(np.array(changes.entries.split(","), dtype=np.int64))
+        if changes.entries
+        else np.zeros(0, dtype=np.int64)
+    )
+    followed = {}
+    for key, postings in held.items():
+        kept = ~np.isin(postings.entries, changed)
+        now = parsed(changes.postings.get(key), index)
+        followed[key] = Postings(
+            np.concatenate([postings.entries[kept], now.entries]),
+            np.concatenate([postings.in_keywords[kept], now.in_keywords]),
+            index.generation,
+            index.version,
+        )
+    return followed
 
 
 def grouped_hits(
@@ -130,19 +167,25 @@ class PostingsCache:
     def statistics(
         self, owner_id: int, keys: Sequence[str]
     ) -> tuple[OwnerIndex, dict[str, Postings] | None]:
-        """N, the index's version and each key's document frequency (scoring.statistics),
+        """N, the index's version and each key's document frequency (owner_index.statistics),
         and, for a query of several words holding HOLD_FROM postings or more, their
-        postings: those held while still the index's, the others read in the same
-        statement as N and the version, and held."""
+        postings: those held, brought up to the index by the changes recorded since, the
+        others read in the same statement as N and the version, and held."""
         if len(keys) < 2 or self.budget <= 0:
             return statistics(owner_id, keys), None
-        # The words held are read again only if a write has moved the index since; the
-        # others are read, with N and the version, in one statement.
         held = self._held(owner_id, keys)
-        index, encoded = statistics_and_postings(owner_id, [k for k in keys if k not in held])
-        if not all(postings.of(index) for postings in held.values()):
-            held = {}
-            index, encoded = statistics_and_postings(owner_id, keys)
+        since = min((p.version for p in held.values()), default=None)
+        index, encoded, changes = statistics_and_postings(
+            owner_id, [k for k in keys if k not in held], held=sorted(held), since=since
+        )
+        if held:
+            followed = _followed(held, index, changes)
+            if followed is None:  # not all the changes are recorded still: read them again
+                held = {}
+                index, encoded, _ = statistics_and_postings(owner_id, keys)
+            elif followed is not held:
+                held = dict(followed)
+                self._keep(owner_id, held)
         df = {key: len(p.entries) for key, p in held.items() if len(p.entries)} | index.df
         index = OwnerIndex(index.live, df, index.version, index.generation)
         if sum(df.values()) < HOLD_FROM:

@@ -1,12 +1,12 @@
 """Recall ranking in the database (SPEC §3, §3.1): the owner's live memories scored,
 ordered and cut in SQL, the same on SQLite and PostgreSQL.
 
-A ranking takes two statements. `statistics` reads N and the document frequency of each
-query token from the index, so that Python computes the integer weights exactly as the
-reference does (memories.recall.ranking). `best_candidates` then scores, in one statement, the
-memories that share a token with the query and could take a place (or every memory, for
-a blank query), and returns the winners, plus any row floating point could have put in
-the wrong place:
+A ranking takes two statements. `statistics` (memories.recall.owner_index) reads N and the
+document frequency of each query token from the index, so that Python computes the integer
+weights exactly as the reference does (memories.recall.ranking). `best_candidates` then
+scores, in one statement, the memories that share a token with the query and could take
+a place (or every memory, for a blank query), and returns the winners, plus any row
+floating point could have put in the wrong place:
 
 - For a query of one word, a first statement scores a few matches to find a floor
   under the cut; then only the postings that can hold a match within reach of it are
@@ -56,9 +56,7 @@ from django.db import connection
 from memories.models import (
     Memory,
     MemoryTag,
-    MemoryToken,
     RecallEntry,
-    RecallIndex,
 )
 from memories.recall import impact
 from memories.recall.ranking import SEED_HISTORY, ActivationConfig, Candidate, semantic_shares
@@ -80,73 +78,6 @@ class Filters:
     ids: Sequence[uuid.UUID] | None = None
     tag_keys: Sequence[str] = ()
     since: datetime | None = None
-
-
-@dataclass(frozen=True)
-class OwnerIndex:
-    """What recall reads of an owner's index as a whole before ranking."""
-
-    live: int = 0  # N: the owner's live memories
-    df: dict[str, int] = field(default_factory=dict)  # live memories holding each key
-    version: int = 0  # RecallIndex.version: moves with every write (memories.recall.semantic)
-    generation: uuid.UUID | None = None  # RecallIndex.generation
-
-
-def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
-    """N, the index's version and the df of each key, in one statement."""
-    index, _ = _read_index(owner_id, keys, postings=False)
-    return index
-
-
-def statistics_and_postings(
-    owner_id: int, keys: Sequence[str]
-) -> tuple[OwnerIndex, dict[str, str]]:
-    """`statistics`, and each key's postings as of the same state of the index (one
-    statement), as a comma-separated list of entry × 2 plus 1 where the key is among the
-    memory's keywords (memories.recall.postings reads it)."""
-    return _read_index(owner_id, keys, postings=True)
-
-
-def _read_index(
-    owner_id: int, keys: Sequence[str], *, postings: bool
-) -> tuple[OwnerIndex, dict[str, str]]:
-    token, index = _table(MemoryToken), _table(RecallIndex)
-    listed = "NULL"
-    if postings:
-        posting = "CAST(entry_id * 2 + CAST(in_keywords AS INTEGER) AS TEXT)"
-        listed = (
-            f"string_agg({posting}, ',')"
-            if connection.vendor == "postgresql"
-            else f"group_concat({posting}, ',')"
-        )
-    sql = _sql(
-        f"SELECT NULL, live_memories, version, generation, NULL FROM {index} WHERE owner_id = %s",
-        owner_id,
-    )
-    if keys:  # PostgreSQL refuses an empty IN ()
-        sql = _sql(
-            f"%s UNION ALL SELECT key, COUNT(*), 0, NULL, {listed} FROM {token}"
-            " WHERE owner_id = %s AND key IN (%s) GROUP BY key",
-            sql,
-            owner_id,
-            _in(keys),
-        )
-    live, version, generation, df, lists = 0, 0, None, {}, {}
-    with connection.cursor() as cursor:
-        cursor.execute(sql.text, sql.params)
-        for key, count, row_version, row_generation, listed_postings in cursor.fetchall():
-            if key is None:
-                live, version = count, row_version
-                generation = (
-                    row_generation
-                    if isinstance(row_generation, uuid.UUID)
-                    else (uuid.UUID(row_generation) if row_generation else None)
-                )
-            else:
-                df[key] = count
-                if listed_postings:
-                    lists[key] = listed_postings
-    return OwnerIndex(live, df, version, generation), lists
 
 
 @dataclass(frozen=True)

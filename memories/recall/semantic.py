@@ -24,7 +24,7 @@ import numpy.typing as npt
 from memories.recall.embedding import STORED_DTYPE, Embedder, Vector, from_bytes, to_bytes
 
 if TYPE_CHECKING:
-    from memories.recall.scoring import OwnerIndex
+    from memories.recall.owner_index import OwnerIndex
 
 # float16 values are whole multiples of 2**-24, so scaled by 2**24 they are exact integers,
 # and so are the products of two of them (2**-48).

@@ -13,6 +13,7 @@ from typing import Any
 from django.db import connection
 
 from memories.models import (
+    IndexChange,
     Memory,
     MemoryTag,
     MemoryToken,
@@ -22,7 +23,7 @@ from memories.models import (
 
 
 def _table(
-    model: type[Memory | MemoryToken | MemoryTag | RecallEntry | RecallIndex],
+    model: type[IndexChange | Memory | MemoryToken | MemoryTag | RecallEntry | RecallIndex],
 ) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 

@@ -16,6 +16,7 @@ from memories.models import Category, Memory, RecallEntry, User
 from memories.recall.embedding import Vector
 from memories.recall.impact import holding_any
 from memories.recall.indexing import tag_key
+from memories.recall.owner_index import OwnerIndex
 from memories.recall.postings import POSTINGS, grouped_hits
 from memories.recall.ranking import (
     ActivationConfig,
@@ -26,13 +27,7 @@ from memories.recall.ranking import (
     query_weights,
     rank,
 )
-from memories.recall.scoring import (
-    EPSILON,
-    Band,
-    Filters,
-    OwnerIndex,
-    best_candidates,
-)
+from memories.recall.scoring import EPSILON, Band, Filters, best_candidates
 from memories.recall.semantic import CACHE, QueryVector, embed_query
 from memories.refs import IdPrefix, Resolved
 from memories.services._common import distinct, now_or

@@ -130,11 +130,12 @@ def remember(
     new = Memory(id=uuid.uuid4(), owner=owner, created_at=now, **values)
     if vectors is None or embedding_text(new) not in vectors.by_text:
         vectors = embed_ahead([new])
-    # A new memory takes seven statements in this transaction: the duplicate check (content
+    # A new memory takes eight statements in this transaction: the duplicate check (content
     # and gist at once), the memory, its recall entry, its tag rows (none without tags),
-    # its token rows, the owner's live count and version, and its vector. Each writes
-    # another table, and the token rows need the entry's generated id, so on SQLite none
-    # can be folded into another.
+    # its token rows, the owner's live count and version, the change recorded at that
+    # version (memories.recall.postings follows writes by it), and its vector. Each writes
+    # another table, and the token rows and the change need the entry's generated id, so
+    # on SQLite none can be folded into another.
     with transaction.atomic(durable=True):
         dropped: list[uuid.UUID] = []
         skipped = Resolved()

@@ -23,8 +23,8 @@ OVERVIEW = 6
 AROUND = REQUEST + 1 + OVERVIEW
 # The write of a memory whose text stays: the savepoint of the service's transaction, the
 # memory read under its lock, its update, its revision, the recall entry read and
-# updated, the owner's index version moved, and the release.
-CURATION = 8
+# updated, the owner's index version moved and the change recorded, and the release.
+CURATION = 9
 
 EDITS = {
     # (path, data, queries): archiving also drops the recall entry (its tokens cascade).

@@ -81,7 +81,7 @@ def test_a_request_without_a_tool_looks_up_only_its_token(send):
         assert count == TOKEN_LOOKUP, sent["statements"]
 
 
-def test_remember_creates_a_memory_in_seven_statements_hint_included(send):
+def test_remember_creates_a_memory_in_eight_statements_hint_included(send):
     remember(send, 0)  # the owner's first memory also makes their row of counts
     count, sent = send(
         tool_call(
@@ -95,11 +95,12 @@ def test_remember_creates_a_memory_in_seven_statements_hint_included(send):
         )
     )
     # The duplicate check (one statement for content and gist), then the memory, its
-    # recall entry, its tag rows, its token rows, the owner's live count and version,
-    # its vector. On PostgreSQL first the advisory lock that makes identical calls (a
-    # retry racing the original) wait for each other; SQLite writers wait already.
+    # recall entry, its tag rows, its token rows, the owner's live count and version, the
+    # change recorded at that version, its vector. On PostgreSQL first the advisory lock
+    # that makes identical calls (a retry racing the original) wait for each other;
+    # SQLite writers wait already.
     retry_lock = 1 if is_postgres() else 0
-    assert count == TOKEN_LOOKUP + retry_lock + 7, sent["statements"]
+    assert count == TOKEN_LOOKUP + retry_lock + 8, sent["statements"]
 
 
 def test_recall_by_ids_reads_ranks_and_strengthens_in_as_few_statements(send):

@@ -14,8 +14,8 @@ from django.db import connection
 from mcp_bridge.handlers import compress, recall, remember
 from memories.conf import activation_config, embedder
 from memories.models import ChangeSource, Memory, Revision, Snapshot
+from memories.recall.owner_index import statistics
 from memories.recall.ranking import MEANING_FLOOR, activation, relevance_value
-from memories.recall.scoring import statistics
 from memories.recall.semantic import VectorCache
 from memories.services import edit_gist, import_store, migrate, restore_revision, restore_snapshot
 from tests.conftest import NOW

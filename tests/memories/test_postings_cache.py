@@ -16,10 +16,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from mcp_bridge import handlers
+from memories.models import IndexChange, RecallEntry, RecallIndex
 from memories.portability.backups import new_index_generation
-from memories.recall import impact, postings
+from memories.recall import impact, indexing, owner_index, postings
+from memories.recall.owner_index import statistics
 from memories.recall.postings import POSTINGS, Postings, PostingsCache, grouped_hits
-from memories.recall.scoring import statistics
 from memories.services import import_store, restore_snapshot
 from tests.conftest import NOW
 from tests.memories.test_import import fixture_text
@@ -99,15 +100,17 @@ def test_a_recall_whose_words_are_held_reads_no_posting(user, walks, held):
     token = connection.ops.quote_name("memories_memorytoken")
     with CaptureQueriesContext(connection) as queries:
         assert ranked(user) == first
-    # The floor, the ranking and the reference's own reads; none groups or counts postings.
-    reading = [q["sql"] for q in queries if f"FROM {token}" in q["sql"]]
-    assert reading == []
+    # The floor, the ranking and the reference's own reads, and the statement of N and the
+    # version, which reads only the postings of entries written since (none): no word's
+    # postings are read, grouped or counted.
+    (reading,) = [q["sql"] for q in queries if f"FROM {token}" in q["sql"]]
+    assert "t.owner_id" not in reading and "t.entry_id IN (SELECT c.entry" in reading
 
 
 def assert_held_is_the_index(user) -> None:
     """The postings held of QUERY's words are the index's, as read now."""
     keys = sorted(set(QUERY.split()))
-    index, encoded = postings.statistics_and_postings(user.pk, keys)
+    index, encoded, _ = owner_index.statistics_and_postings(user.pk, keys)
     for key in keys:
         held, stored = POSTINGS._words[(user.pk, key)], postings.parsed(encoded.get(key), index)
         assert (held.generation, held.version) == (index.generation, index.version)
@@ -116,9 +119,24 @@ def assert_held_is_the_index(user) -> None:
         )
 
 
-def test_held_postings_follow_every_kind_of_write(user, other_user, walks, held):
+@pytest.fixture
+def read_whole(monkeypatch):
+    """The keys whose postings each statement read whole (not through the changes)."""
+    reads: list[list[str]] = []
+    original = postings.statistics_and_postings
+
+    def spy(owner_id, keys, **named):
+        reads.append(list(keys))
+        return original(owner_id, keys, **named)
+
+    monkeypatch.setattr(postings, "statistics_and_postings", spy)
+    return reads
+
+
+def test_held_postings_follow_every_kind_of_write(user, other_user, walks, held, read_whole):
     """After each write, recall ranks as the reference does, from postings held that are
-    the index's as it now stands."""
+    the index's as it now stands: brought up to it by the changes each write recorded,
+    never read whole again."""
     new = None
 
     def remember_keywords():
@@ -159,15 +177,63 @@ def test_held_postings_follow_every_kind_of_write(user, other_user, walks, held)
         lambda: _remember(other_user, 1, search_keywords=["garden", "rain"]),
     ]
     ranked(user)
+    assert read_whole == [["garden", "rain"]]
     for write in writes:
         before = POSTINGS._words[(user.pk, "garden")]
         write()
         ranked(user)
+        assert all(read == [] for read in read_whole[1:])
         assert_held_is_the_index(user)
         if write is not writes[-1]:
             assert POSTINGS._words[(user.pk, "garden")] is not before
     assert POSTINGS._words[(user.pk, "garden")] is before
     assert all(read is not None for read in held)
+
+
+def test_writes_record_the_entries_whose_tokens_they_changed(user, walks):
+    """Each write records its version, with the entries whose tokens it wrote or took
+    away, or a row without an entry when it changed no token."""
+
+    def recorded() -> dict[int, set[int | None]]:
+        rows = IndexChange.objects.filter(owner=user).values_list("version", "entry")
+        found: dict[int, set[int | None]] = {}
+        for version, entry in rows:
+            found.setdefault(version, set()).add(entry)
+        return found
+
+    def entry_of(memory_id: str) -> int:
+        return RecallEntry.objects.get(memory_id=memory_id).pk
+
+    version = RecallIndex.objects.get(owner=user).version
+    assert set(recorded()) == set(range(1, version + 1))  # every version of the store's
+    new = _remember(user, 60)
+    assert recorded()[version + 1] == {entry_of(new)}
+    handlers.remember(owner=user, update_id=new, gist="Attic", content="Dust.", now=NOW)
+    assert recorded()[version + 2] == {entry_of(new)}
+    handlers.promote(owner=user, memory_id=new, salience="low", now=NOW)
+    assert recorded()[version + 3] == {None}
+    gone = entry_of(walks[0])
+    handlers.forget(owner=user, action="archive", memory_id=walks[0], now=NOW)
+    assert recorded()[version + 4] == {gone}
+    deleted = entry_of(walks[1])
+    handlers.forget(owner=user, action="delete", memory_id=walks[1])
+    assert recorded()[version + 5] == {deleted}
+
+
+def test_held_postings_older_than_the_changes_kept_are_read_again(
+    user, walks, held, read_whole, monkeypatch
+):
+    monkeypatch.setattr(indexing, "KEEP_CHANGES", 2)
+    monkeypatch.setattr(indexing, "PRUNE_EVERY", 1)
+    ranked(user)
+    for n in range(3):
+        _remember(user, 70 + n, search_keywords=["garden"])
+    version = RecallIndex.objects.get(owner=user).version
+    assert not IndexChange.objects.filter(owner=user, version__lte=version - 2).exists()
+
+    ranked(user)
+    assert read_whole[-1] == ["garden", "rain"]
+    assert_held_is_the_index(user)
 
 
 def test_a_restored_database_is_read_again(user, walks, held, monkeypatch):
@@ -237,7 +303,7 @@ def test_of_two_reads_of_a_word_the_newer_is_kept():
 def test_held_hits_are_the_sums_the_database_groups(user, walks):
     """grouped_hits adds up, per match, what impact.hits_sum does in SQL."""
     keys = ["garden", "rain", "walk"]
-    index, encoded = postings.statistics_and_postings(user.pk, keys)
+    index, encoded, _ = postings.statistics_and_postings(user.pk, keys)
     read = {key: postings.parsed(encoded.get(key), index) for key in keys}
     weights = {"garden": 3, "rain": 5, "walk": 2}
     found = grouped_hits(read, weights, (4, 1))
@@ -264,13 +330,15 @@ def test_held_hits_of_entries_far_apart_are_summed_alike():
     assert found.hits.tolist() == [8, 2 + 12, 2]
 
 
-def test_a_query_sharing_words_with_one_held_reads_only_its_other_words(user, walks, held):
+def test_a_query_sharing_words_with_one_held_reads_only_its_other_words(
+    user, walks, held, read_whole
+):
     ranked(user)
     token = connection.ops.quote_name("memories_memorytoken")
     with CaptureQueriesContext(connection) as queries:
         index, found = POSTINGS.statistics(user.pk, ["garden", "sun"])
-    (reading,) = [q["sql"] for q in queries if f"FROM {token}" in q["sql"]]
-    assert "'sun'" in reading and "'garden'" not in reading
+    assert len([q for q in queries if f"FROM {token}" in q["sql"]]) == 1
+    assert read_whole[-1] == ["sun"]
     assert found is not None and set(found) == {"garden", "sun"}
     assert index.df == statistics(user.pk, ["garden", "sun"]).df
     assert POSTINGS.holds(user.pk, "sun")

@@ -17,9 +17,10 @@ from mcp_bridge.handlers import recall_filters
 from memories.conf import activation_config, ranking_profile
 from memories.models import Memory
 from memories.recall import impact, postings
+from memories.recall.owner_index import statistics
 from memories.recall.postings import POSTINGS
 from memories.recall.ranking import Relevance, parse_query, query_weights
-from memories.recall.scoring import Band, Filters, best_candidates, statistics
+from memories.recall.scoring import Band, Filters, best_candidates
 from memories.services import rank_memories
 from tests.conftest import NOW
 from tests.memories.conftest import forget_sqlite_statistics

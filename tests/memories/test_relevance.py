@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from mcp_bridge.handlers import archive, recall, unarchive
 from memories.models import Memory
+from memories.recall.owner_index import statistics
 from memories.recall.ranking import (
     TAPROOT,
     Query,
@@ -16,7 +17,6 @@ from memories.recall.ranking import (
     parse_query,
     query_weights,
 )
-from memories.recall.scoring import statistics
 from memories.recall.tokens import snowball_stem, taproot_tokenize
 from tests.conftest import NOW
 

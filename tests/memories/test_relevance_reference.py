@@ -26,8 +26,8 @@ from mcp_bridge.handlers import (
 from memories.conf import activation_config, embedder, ranking_profile
 from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.recall.indexing import tag_key
+from memories.recall.owner_index import statistics
 from memories.recall.ranking import parse_query
-from memories.recall.scoring import statistics
 from memories.services import (
     delete,
     edit_gist,

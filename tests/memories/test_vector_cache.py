@@ -12,7 +12,7 @@ from mcp_bridge.handlers import remember
 from memories.conf import embedder
 from memories.models import MemoryVector
 from memories.recall.embedding import to_bytes
-from memories.recall.scoring import statistics
+from memories.recall.owner_index import statistics
 from memories.recall.semantic import OwnerVectors, VectorCache
 
 pytestmark = pytest.mark.django_db
