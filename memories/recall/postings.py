@@ -115,25 +115,33 @@ def grouped_hits(
     """Each match's entry (ascending) and its hits, the sum `impact.hits_sum` computes: per
     posting, the word's weight times the keyword or the content factor."""
     keyword, content = factors
-    entries = np.concatenate([held[key].entries for key in weights])
-    worth = np.concatenate(
-        [
-            np.where(held[key].in_keywords, keyword * weight, content * weight)
-            for key, weight in weights.items()
-        ]
-    )
-    if not len(entries):
-        return Matches(entries, entries)
-    low = int(entries.min())
-    span = int(entries.max()) - low + 1
-    if span <= 4 * len(entries):  # an owner's entries mostly in one run of ids: count by id
-        # Whole numbers far below 2**53 (weights and factors are small integers), so the
-        # float sums of bincount are exact.
-        sums = np.bincount(entries - low, weights=worth, minlength=span)
-        present = np.flatnonzero(np.bincount(entries - low, minlength=span))
-        return Matches(present + low, sums[present].astype(np.int64))
-    matches, where = np.unique(entries, return_inverse=True)
-    return Matches(matches, np.bincount(where, weights=worth).astype(np.int64))
+    words = [(held[key], weight) for key, weight in weights.items() if len(held[key].entries)]
+    if not words:
+        empty = np.zeros(0, dtype=np.int64)
+        return Matches(empty, empty)
+    low = min(int(p.entries.min()) for p, _ in words)
+    span = max(int(p.entries.max()) for p, _ in words) - low + 1
+    total = sum(len(p.entries) for p, _ in words)
+    if span > 4 * total or min(keyword, content) * min(w for _, w in words) <= 0:
+        # Entries far apart, or a posting worth nothing: grouped by sorting.
+        entries = np.concatenate([p.entries for p, _ in words])
+        worth = np.concatenate([_worth(p, weight, factors) for p, weight in words])
+        matches, where = np.unique(entries, return_inverse=True)
+        return Matches(matches, np.bincount(where, weights=worth).astype(np.int64))
+    # An owner's entries mostly in one run of ids: counted by id. A word holds an entry at
+    # most once, so each word's postings add to distinct places; every posting is worth
+    # something, so the places that hold a sum are the matches.
+    sums = np.zeros(span, dtype=np.int64)
+    for postings, weight in words:
+        sums[postings.entries - low] += _worth(postings, weight, factors)
+    present = np.flatnonzero(sums)
+    return Matches(present + low, sums[present])
+
+
+def _worth(postings: Postings, weight: int, factors: tuple[int, int]) -> npt.NDArray[np.int64]:
+    """What each of a word's postings adds to its memory's hits."""
+    keyword, content = factors
+    return np.where(postings.in_keywords, keyword * weight, content * weight)
 
 
 class PostingsCache:

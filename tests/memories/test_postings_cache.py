@@ -330,6 +330,27 @@ def test_held_hits_of_entries_far_apart_are_summed_alike():
     assert found.hits.tolist() == [8, 2 + 12, 2]
 
 
+@pytest.mark.parametrize("factors", [(4, 1), (4, 0)])
+def test_held_hits_count_every_match_even_one_worth_nothing(factors):
+    """Entries close in id are summed over their span; a posting worth nothing (a content
+    factor of 0) still makes its memory a match, as in the database's grouping."""
+    a = Postings(np.array([7, 9, 12], dtype=np.int64), np.array([True, False, False]), None, 1)
+    b = Postings(np.array([9, 10], dtype=np.int64), np.array([False, True]), None, 1)
+    found = grouped_hits(
+        {"a": a, "b": b, "c": Postings(a.entries[:0], a.in_keywords[:0], None, 1)},
+        {"a": 2, "b": 3, "c": 5},
+        factors,
+    )
+    keyword, content = factors
+    assert found.entries.tolist() == [7, 9, 10, 12]
+    assert found.hits.tolist() == [
+        2 * keyword,
+        2 * content + 3 * content,
+        3 * keyword,
+        2 * content,
+    ]
+
+
 def test_a_query_sharing_words_with_one_held_reads_only_its_other_words(
     user, walks, held, read_whole
 ):
