@@ -1,7 +1,8 @@
 """What holding common words' postings in the worker saves a recall of several of them
 (issue 32, item 1; memories.recall.postings): measured on a prepared store, in process.
 
-    .venv/bin/python -m bench.held_postings --database-url URL [--rounds 5] [--out FILE]
+    .venv/bin/python -m bench.held_postings --database-url URL [--rounds 5] [--writes]
+        [--out FILE]
 
 A recall of several words finds each match's hits by grouping every posting of its words
 (memories.recall.impact, `all_hits`): at 100,000 memories three common words hold
@@ -10,15 +11,19 @@ database only the matches that can place. Three ways, in turn, for each query:
 
 - grouped by the database: no postings held (TAPROOT_POSTINGS_CACHE_MB=0), as before;
 - first recall: none held yet, so the recall reads the words' postings and holds them
-  (what the first recall of those words after a write costs);
-- postings held: the words held, as every later recall of them finds them until the
-  owner's next write.
+  (what the first recall of those words in a worker costs);
+- postings held: the words held, as every later recall of them finds them.
 
 For each query size (3, 6 words), 10 queries of words held by 8–50 % of the owner's
 memories (the common band of bench.queries, drawn with a fixed seed), each ranked
 `--rounds` times each way at one fixed moment; prints per size the median ranking each
 way and whether every ranking is identical. `--out` writes the same as JSON rows. Reads
 only: nothing is strengthened.
+
+With `--writes`, then, for 10 more queries of each size, `--rounds` times: a memory of
+other common words written, and the query ranked from its held words brought up to that
+write (the changes it recorded), then with none held (read whole), the two compared. This
+writes to the store: give it a copy.
 """
 
 import argparse
@@ -107,13 +112,62 @@ def measure(owner: Any, queries: Sequence[str], *, rounds: int) -> Measured:
     return result
 
 
+# After a write: the held words brought up to it (the changes it recorded), then, for the
+# same state of the store, read whole again.
+AFTER = ("after a write, followed", "after a write, read whole")
+
+
+def measure_after_writes(
+    owner: Any, queries: Sequence[str], words: Sequence[str], *, rounds: int
+) -> Measured:
+    """Each query ranked once, holding its words; then, `rounds` times, a memory of four
+    other common words written (a remember, as Claude makes one), and the query ranked
+    from the held words brought up to that write, then with none held (read whole)."""
+    from mcp_bridge import handlers
+    from memories.recall import POSTINGS
+    from memories.services import RecallFilters, rank_memories
+
+    rng = random.Random("taproot-bench-held-postings-writes")
+    result = Measured({mode: [] for mode in AFTER}, 0, len(queries))
+    for text in queries:
+        others = [word for word in words if word not in text.split()]
+        rank_memories(owner, RecallFilters(query=text), now=MOMENT)
+        alike = True
+        for n in range(rounds):
+            handlers.remember(
+                owner=owner,
+                category="episodic",
+                gist=f"Written between recalls {n}",
+                content=" ".join(rng.sample(others, min(4, len(others)))) + ".",
+                salience="medium",
+                now=MOMENT,
+            )
+            rankings = []
+            for mode in AFTER:
+                if mode == AFTER[1]:
+                    POSTINGS.clear()
+                started = time.perf_counter()
+                ranking = rank_memories(owner, RecallFilters(query=text), now=MOMENT)
+                result.timings[mode].append(time.perf_counter() - started)
+                rankings.append([(item.candidate.id, item.score) for item in ranking.ranked])
+            alike = alike and rankings[0] == rankings[1]
+        result.identical += alike
+    return result
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.held_postings")
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--writes",
+        action="store_true",
+        help="also rank after writes (the store given gains a memory per round: a copy)",
+    )
     args = parser.parse_args(argv)
-    setup_django(args.database_url, migrate=False)
+    # Migrated: a write records its change (IndexChange).
+    setup_django(args.database_url, migrate=args.writes)
 
     from django.db import connection
 
@@ -142,6 +196,24 @@ def main(argv: list[str]) -> None:
             + ", ".join(f"{mode} {row[f'{mode} (ms)']} ms" for mode in MODES)
             + f"; identical rankings: {row['identical rankings']}"
         )
+    if args.writes:
+        # Last: each round writes a memory to the store.
+        for size in SIZES:
+            queries = [" ".join(rng.sample(words, size)) for _ in range(10)]
+            found = measure_after_writes(owner, queries, words, rounds=args.rounds)
+            row = {
+                "database": connection.vendor,
+                "memories": index.live_memories,
+                "words": size,
+                **{f"{mode} (ms)": _ms(found.timings[mode]) for mode in AFTER},
+                "identical rankings": f"{found.identical} of {found.queries}",
+            }
+            rows.append(row)
+            print(
+                f"{size} common words, each ranking after a write, medians: "
+                + ", ".join(f"{mode} {row[f'{mode} (ms)']} ms" for mode in AFTER)
+                + f"; identical rankings: {row['identical rankings']}"
+            )
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
 

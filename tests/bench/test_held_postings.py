@@ -69,3 +69,32 @@ def test_each_way_ranks_alike_and_the_last_is_served_from_held_postings(
     assert all(POSTINGS.holds(user.pk, key) for key in keys)
     assert budget == settings.TAPROOT_POSTINGS_CACHE_MB
     POSTINGS.clear()
+
+
+def test_after_a_write_held_words_are_followed_and_rank_as_read_whole(
+    user, make_memories, monkeypatch
+):
+    _store(make_memories)
+    monkeypatch.setattr(postings, "HOLD_FROM", 0)
+    reads = []
+    original = postings.statistics_and_postings
+
+    def spy(owner_id, keys, **named):
+        reads.append(list(keys))
+        return original(owner_id, keys, **named)
+
+    monkeypatch.setattr(postings, "statistics_and_postings", spy)
+    queries = ["garden tea", "rain letters harbour"]
+
+    found = held_postings.measure_after_writes(user, queries, COMMON, rounds=2)
+
+    assert found.identical == found.queries == 2
+    assert {mode: len(times) for mode, times in found.timings.items()} == dict.fromkeys(
+        held_postings.AFTER, 4
+    )
+    # Per query: its words read whole once to hold them, then after each write read whole
+    # only by the second way (the first brings the held words up to the write).
+    assert [read for read in reads if read] == [["garden", "tea"]] * 3 + [
+        ["harbour", "letter", "rain"]
+    ] * 3
+    POSTINGS.clear()
