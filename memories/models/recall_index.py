@@ -91,10 +91,10 @@ class RecallIndex(models.Model):
 
 class IndexChange(models.Model):
     """A write to an owner's recall index: the version it moved the index to, and one
-    entry whose tokens it wrote or took away (a row without an entry when it changed no
-    token). A worker holding words' postings brings them up to the index's version from
-    these instead of reading the words again (memories.recall.postings); only an owner's
-    latest versions are kept (memories.recall.indexing, KEEP_CHANGES)."""
+    entry it wrote, changed or took away (a row without an entry when it changed none).
+    A worker holding words' postings and entries' salience brings them up to the index's
+    version from these instead of reading them again (memories.recall.postings); only an
+    owner's latest versions are kept (memories.recall.indexing, KEEP_CHANGES)."""
 
     id = models.BigAutoField(primary_key=True)
     owner = models.ForeignKey(

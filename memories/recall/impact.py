@@ -304,10 +304,12 @@ def _floor(probe: _Sql, entry: str, cut: Cut, given: _Sql | None = None) -> floa
 @dataclass(frozen=True)
 class Matches:
     """Every match of a query (its entry ids) and its hits, as the worker found them from
-    held postings (memories.recall.postings)."""
+    held postings (memories.recall.postings), and the salience part of each one's score
+    where the worker holds it (None: the most any memory can have is assumed)."""
 
     entries: npt.NDArray[np.int64]
     hits: npt.NDArray[np.int64]
+    salience: npt.NDArray[np.float64] | None = None
 
 
 def read_held(entry: str, held: Matches, cut: Cut) -> NarrowRead | None:
@@ -335,7 +337,8 @@ def read_held(entry: str, held: Matches, cut: Cut) -> NarrowRead | None:
         return None
     most_history, most_salience = most_history_and_salience(config)
     relevance = cut.relevance_weight * (hits / float(cut.denominator))
-    within = relevance + (most_history + most_salience) >= floor - cut.reach - 2 * MARGIN
+    salience = held.salience if held.salience is not None else most_salience
+    within = relevance + (most_history + salience) >= floor - cut.reach - 2 * MARGIN
     return NarrowRead(
         floor,
         given_hits("hits", matches[within], hits[within]),

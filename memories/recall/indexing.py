@@ -208,9 +208,10 @@ def reindex(
         ],
     )
     change: dict[int, int] = {m.owner_id: 0 for m in batch}
-    # The entries whose tokens this write changed, by owner (held postings follow them).
+    # The entries this write changed (their tokens, or what ranking reads of them), by
+    # owner: a worker's held postings and salience follow them (memories.recall.postings).
     touched: dict[int, list[int]] = defaultdict(list)
-    for entry in tokenised:
+    for entry in [*staying, *arriving]:
         touched[entry.owner_id].append(entry.pk)
     for entry in arriving:
         change[entry.owner_id] += 1
@@ -270,8 +271,8 @@ def _count_live(
     change: dict[int, int], profile: Profile, touched: dict[int, list[int]]
 ) -> dict[int, int]:
     """Apply changes in the number of live memories to each owner's RecallIndex row and move
-    its version (every write does), recording the entries whose tokens changed
-    (`touched`, by owner) at the new version; the owners' versions now."""
+    its version (every write does), recording the entries it changed (`touched`, by
+    owner) at the new version; the owners' versions now."""
     versions: dict[int, int] = {}
     for owner_id, delta in change.items():
         bumped = _bump(owner_id, delta)
@@ -306,8 +307,8 @@ PRUNE_EVERY = 32
 
 
 def _record_change(owner_id: int, version: int, entries: Sequence[int]) -> None:
-    """Record that the owner's index moved to `version` changing these entries' tokens
-    (a row without an entry when it changed none, so that every version has a row)."""
+    """Record that the owner's index moved to `version` changing these entries (a row
+    without an entry when it changed none, so that every version has a row)."""
     insert_rows(
         IndexChange,
         ["owner", "version", "entry"],

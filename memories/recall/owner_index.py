@@ -4,12 +4,12 @@ frequency of each query key (`statistics`). A worker holding words' postings
 (memories.recall.postings) reads in that same statement the postings of the words it
 does not hold, and what the writes since the version of those it holds changed
 (`statistics_and_postings`), so that all of it is one state of the index on both
-databases.
+databases; and, once per owner, every entry's salience.
 
-A write to the index moves its version and records the entries whose tokens it changed
-at that version (IndexChange, memories.recall.indexing): the held postings of a word are
-brought up to the index by dropping those entries' postings and adding the ones they
-hold now.
+A write to the index moves its version and records the entries it changed at that
+version (IndexChange, memories.recall.indexing): the held postings of a word are brought
+up to the index by dropping those entries' postings and adding the ones they hold now,
+and the held salience by taking those entries' salience now.
 """
 
 import uuid
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 
-from memories.models import IndexChange, MemoryToken, RecallIndex
+from memories.models import IndexChange, MemoryToken, RecallEntry, RecallIndex
 from memories.recall.sql import _in, _Sql, _sql, _table
 
 
@@ -35,34 +35,52 @@ class OwnerIndex:
 @dataclass(frozen=True)
 class Changes:
     """The writes to an owner's index after a version, as recorded: how many versions
-    they moved it by (each records at least one row), the entries whose tokens they
-    changed (comma-separated, maybe repeated), and by key, the postings those entries
-    hold now of the keys asked for (as `statistics_and_postings` lists them)."""
+    they moved it by (each records at least one row), the entries they changed
+    (comma-separated, maybe repeated), by key the postings those entries hold now of the
+    keys asked for (as `statistics_and_postings` lists them), and by salience those of
+    the entries still live that have it."""
 
     versions: int = 0
     entries: str = ""
     postings: dict[str, str] = field(default_factory=dict)
+    salience: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IndexRead:
+    """What `statistics_and_postings` read: the index, each key's postings, the changes
+    since the version given, and, when asked for, each salience's entries (their ids,
+    comma-separated)."""
+
+    index: OwnerIndex
+    postings: dict[str, str]
+    changes: Changes
+    salience: dict[str, str]
 
 
 def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
     """N, the index's version and the df of each key, in one statement."""
-    index, _, _ = _read_index(owner_id, keys, postings=False)
-    return index
+    return _read_index(owner_id, keys, postings=False).index
 
 
 def statistics_and_postings(
-    owner_id: int, keys: Sequence[str], *, held: Sequence[str] = (), since: int | None = None
-) -> tuple[OwnerIndex, dict[str, str], Changes]:
+    owner_id: int,
+    keys: Sequence[str],
+    *,
+    held: Sequence[str] = (),
+    since: int | None = None,
+    salience: bool = False,
+) -> IndexRead:
     """`statistics`, and each key's postings as of the same state of the index (one
     statement), as a comma-separated list of entry × 2 plus 1 where the key is among the
     memory's keywords (memories.recall.postings reads it). With `since`, also the changes
-    recorded after that version, and the postings of the `held` keys among the entries
-    they changed."""
-    return _read_index(owner_id, keys, postings=True, held=held, since=since)
+    recorded after that version, the postings of the `held` keys among the entries they
+    changed and those entries' salience; with `salience`, every live entry's."""
+    return _read_index(owner_id, keys, postings=True, held=held, since=since, salience=salience)
 
 
 # What each row of the statement is.
-_INDEX, _KEY, _CHANGES, _CHANGED_KEY = range(4)
+_INDEX, _KEY, _CHANGES, _CHANGED_KEY, _SALIENCE, _CHANGED_SALIENCE = range(6)
 
 
 def _read_index(
@@ -72,8 +90,10 @@ def _read_index(
     postings: bool,
     held: Sequence[str] = (),
     since: int | None = None,
-) -> tuple[OwnerIndex, dict[str, str], Changes]:
+    salience: bool = False,
+) -> IndexRead:
     token, index, change = _table(MemoryToken), _table(RecallIndex), _table(IndexChange)
+    entry = _table(RecallEntry)
     posting = "CAST(t.entry_id * 2 + CAST(t.in_keywords AS INTEGER) AS TEXT)"
     listed = _listed(posting) if postings else "NULL"
     sql = _sql(
@@ -109,6 +129,23 @@ def _read_index(
             since,
             _in(held),
         )
+    ids = _listed("CAST(e.id AS TEXT)")
+    if salience:
+        sql = _sql(
+            f"%s UNION ALL SELECT {_SALIENCE}, e.salience, COUNT(*), 0, NULL, {ids}"
+            f" FROM {entry} e WHERE e.owner_id = %s GROUP BY e.salience",
+            sql,
+            owner_id,
+        )
+    if since is not None:
+        sql = _sql(
+            f"%s UNION ALL SELECT {_CHANGED_SALIENCE}, e.salience, COUNT(*), 0, NULL, {ids}"
+            f" FROM {entry} e WHERE e.id IN (SELECT c.entry FROM {change} c"
+            " WHERE c.owner_id = %s AND c.version > %s) GROUP BY e.salience",
+            sql,
+            owner_id,
+            since,
+        )
     return _rows(sql)
 
 
@@ -119,11 +156,12 @@ def _listed(value: str) -> str:
     return f"group_concat({value}, ',')"
 
 
-def _rows(sql: _Sql) -> tuple[OwnerIndex, dict[str, str], Changes]:
+def _rows(sql: _Sql) -> IndexRead:
     live, version, generation = 0, 0, None
     df: dict[str, int] = {}
     lists: dict[str, str] = {}
     changes = Changes()
+    salience: dict[str, str] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql.text, sql.params)
         for kind, key, count, row_version, row_generation, listed in cursor.fetchall():
@@ -139,7 +177,11 @@ def _rows(sql: _Sql) -> tuple[OwnerIndex, dict[str, str], Changes]:
                 if listed:
                     lists[key] = listed
             elif kind == _CHANGES:
-                changes = Changes(count, listed or "", changes.postings)
+                changes = Changes(count, listed or "", changes.postings, changes.salience)
+            elif kind == _SALIENCE:
+                salience[key] = listed
+            elif kind == _CHANGED_SALIENCE:
+                changes.salience[key] = listed
             elif listed:
                 changes.postings[key] = listed
-    return OwnerIndex(live, df, version, generation), lists, changes
+    return IndexRead(OwnerIndex(live, df, version, generation), lists, changes, salience)

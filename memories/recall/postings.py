@@ -8,9 +8,9 @@ is handed only the matches that can score within reach of the cut (`impact.read_
 
 What is held must be the index exactly: hits are used as they are, and a word's document
 frequency is its postings' count. Every write to an owner's index moves
-RecallIndex.version in the write's transaction and records the entries whose tokens it
-changed at that version (IndexChange, memories.recall.indexing), and a restore gives the
-index a new generation. So a word's postings are held with the generation and version
+RecallIndex.version in the write's transaction and records the entries it changed at that
+version (IndexChange, memories.recall.indexing), and a restore gives the index a new
+generation. So a word's postings are held with the generation and version
 they were read at, in the same statement as N and the version (one statement sees one
 state on both databases), and serve a recall only once brought up to the index's
 version: the statement of the next recall of several common words also reads the
@@ -21,10 +21,18 @@ are read again; a recall reads whole only those of its words not held. Recall ra
 outside any write transaction (memories.services.recall), so what is read, and held,
 has been committed.
 
+Each entry's salience is held beside the postings (`EntrySalience`: a byte per entry id),
+read whole the first time an owner's words are held and followed by the same changes: a
+match is handed over only when its relevance, the most history any memory can have and
+its own salience part reach the cut's floor less the reach, instead of the most salience
+any memory can have. At 100,000 memories that hands over about a sixth of the matches
+(docs/benchmarks.md). Only writes change an entry's salience, and each records its
+entries; recall's strengthening changes only the history, which keeps its global bound.
+
 Only words worth it are held: a query whose words hold HOLD_FROM postings or more in all
 (below that, grouping them in SQL costs about what handing the matches over does). The
-words held share a budget per worker (TAPROOT_POSTINGS_CACHE_MB); past it, the least
-recently used go.
+words held and the owners' salience share a budget per worker
+(TAPROOT_POSTINGS_CACHE_MB); past it, the least recently used words go, then salience.
 """
 
 import threading
@@ -36,8 +44,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from memories.recall.impact import Matches
-from memories.recall.owner_index import Changes, OwnerIndex, statistics, statistics_and_postings
+from memories.recall.impact import Matches, most_history_and_salience
+from memories.recall.owner_index import (
+    Changes,
+    OwnerIndex,
+    statistics,
+    statistics_and_postings,
+)
+from memories.recall.ranking import ActivationConfig
+from memories.vocabulary import MEDIUM
 
 # A query of several words is served from held postings once its words hold this many
 # postings in all (the sum of their document frequencies): at 10,000 memories three common
@@ -76,37 +91,151 @@ def parsed(encoded: str | None, index: OwnerIndex) -> Postings:
     return Postings(values >> 1, (values & 1).astype(np.bool_), index.generation, index.version)
 
 
+def _ids(listed: str | None) -> npt.NDArray[np.int64]:
+    return np.array(listed.split(","), dtype=np.int64) if listed else np.zeros(0, dtype=np.int64)
+
+
+# An entry whose salience is not known here: the most any memory can have is assumed.
+_UNKNOWN = 255
+# Entry ids an owner's salience is held over, past four per live entry: an owner whose
+# entries lie far apart (many owners' writes between) is not held.
+_SPARE_IDS = 65536
+
+
+@dataclass(frozen=True)
+class EntrySalience:
+    """Each entry's salience over a run of entry ids from `low`, as of the index's
+    generation and version: `codes` holds, per id, the position of its salience in
+    `values`, or _UNKNOWN (an id no live entry of the owner's had when read, or one
+    written since whose salience came with no change). Bounds each match's salience part
+    in the cut (impact.read_held): only writes change it, and each records its entries."""
+
+    low: int
+    codes: npt.NDArray[np.uint8]
+    values: tuple[str, ...]
+    generation: uuid.UUID | None
+    version: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.codes.nbytes + Postings.OVERHEAD
+
+    @classmethod
+    def read(cls, listed: Mapping[str, str], index: OwnerIndex) -> "EntrySalience | None":
+        """From each salience's entries (a whole read); None for an owner whose entries
+        lie too far apart, or too many values to code."""
+        values = tuple(sorted(listed))
+        ids = [_ids(listed[value]) for value in values]
+        count = sum(len(i) for i in ids)
+        if not count or len(values) >= _UNKNOWN:
+            return None
+        low = min(int(i.min()) for i in ids if len(i))
+        span = max(int(i.max()) for i in ids if len(i)) - low + 1
+        if span > 4 * count + _SPARE_IDS:
+            return None
+        codes = np.full(span, _UNKNOWN, dtype=np.uint8)
+        for code, entries in enumerate(ids):
+            codes[entries - low] = code
+        return cls(low, codes, values, index.generation, index.version)
+
+    def followed(
+        self, changes: Changes, changed: npt.NDArray[np.int64], index: OwnerIndex
+    ) -> "EntrySalience":
+        """Brought up to `index` by the changes since: the changed entries unknown, then
+        those still live given their salience now (the run grows to take in new ids)."""
+        codes, values = self.codes.copy(), list(self.values)
+        inside = changed[(changed >= self.low) & (changed < self.low + len(codes))]
+        codes[inside - self.low] = _UNKNOWN
+        for value, listed in changes.salience.items():
+            if value not in values:
+                if len(values) >= _UNKNOWN - 1:
+                    continue  # left unknown: the most assumed
+                values.append(value)
+            entries = _ids(listed)
+            entries = entries[entries >= self.low]
+            top = int(entries.max()) if len(entries) else 0
+            if top >= self.low + len(codes) and top - self.low < len(codes) + _SPARE_IDS:
+                grown = np.full(top - self.low + 1, _UNKNOWN, dtype=np.uint8)
+                grown[: len(codes)] = codes
+                codes = grown
+            entries = entries[entries < self.low + len(codes)]
+            codes[entries - self.low] = values.index(value)
+        return EntrySalience(self.low, codes, tuple(values), index.generation, index.version)
+
+    def parts(
+        self, entries: npt.NDArray[np.int64], config: ActivationConfig, most: float
+    ) -> npt.NDArray[np.float64]:
+        """The salience part of each entry's score, `most` where its salience is unknown."""
+        scores = config.salience_scores
+        table = np.full(_UNKNOWN + 1, most, dtype=np.float64)
+        for code, value in enumerate(self.values):
+            table[code] = config.salience_weight * scores.get(value, scores[MEDIUM])
+        found = np.full(len(entries), _UNKNOWN, dtype=np.uint8)
+        at = entries - self.low
+        inside = (at >= 0) & (at < len(self.codes))
+        found[inside] = self.codes[at[inside]]
+        return table[found]
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a recall finds held of its words: each word's postings, and each entry's
+    salience when held as of the same version (None: not held, or of another)."""
+
+    postings: dict[str, Postings]
+    salience: EntrySalience | None
+
+
 def _followed(
-    held: Mapping[str, Postings], index: OwnerIndex, changes: Changes
-) -> Mapping[str, Postings] | None:
-    """The held postings brought up to `index` by the changes recorded since the oldest
-    of them (`held` itself when none); None when they cannot be: of another generation,
-    newer than `index` (read by a later recall), or older than the changes kept. An
-    entry's postings are dropped and those it holds now added, so a word already past
-    some of the changes is brought up all the same."""
-    if any(p.generation != index.generation or p.version > index.version for p in held.values()):
+    held: Mapping[str, Postings],
+    salience: EntrySalience | None,
+    index: OwnerIndex,
+    changes: Changes,
+) -> tuple[Mapping[str, Postings], EntrySalience | None] | None:
+    """The held postings and salience brought up to `index` by the changes recorded since
+    the oldest of them (themselves when none); None when they cannot be: of another
+    generation, newer than `index` (read by a later recall), or older than the changes
+    kept. An entry's postings are dropped and those it holds now added, so a word already
+    past some of the changes is brought up all the same."""
+    kept = [(p.generation, p.version) for p in held.values()]
+    if salience is not None:
+        kept.append((salience.generation, salience.version))
+    if any(
+        generation != index.generation or version > index.version for generation, version in kept
+    ):
         return None
-    since = min(p.version for p in held.values())
+    since = min(version for _, version in kept)
     if changes.versions != index.version - since:
         return None
     if not changes.versions:
-        return held
-    changed = (
-        np.unique(np.array(changes.entries.split(","), dtype=np.int64))
-        if changes.entries
-        else np.zeros(0, dtype=np.int64)
-    )
+        return held, salience
+    changed = np.unique(_ids(changes.entries))
     followed = {}
     for key, postings in held.items():
-        kept = ~np.isin(postings.entries, changed)
+        kept_now = ~np.isin(postings.entries, changed)
         now = parsed(changes.postings.get(key), index)
         followed[key] = Postings(
-            np.concatenate([postings.entries[kept], now.entries]),
-            np.concatenate([postings.in_keywords[kept], now.in_keywords]),
+            np.concatenate([postings.entries[kept_now], now.entries]),
+            np.concatenate([postings.in_keywords[kept_now], now.in_keywords]),
             index.generation,
             index.version,
         )
-    return followed
+    if salience is not None:
+        salience = salience.followed(changes, changed, index)
+    return followed, salience
+
+
+def matches_of(
+    held: Held, weights: Mapping[str, int], factors: tuple[int, int], config: ActivationConfig
+) -> Matches:
+    """The query's matches and their hits from its words held (`grouped_hits`), with
+    each one's salience part where the entries' salience is held."""
+    matches = grouped_hits(held.postings, weights, factors)
+    if held.salience is None:
+        return matches
+    _, most_salience = most_history_and_salience(config)
+    parts = held.salience.parts(matches.entries, config, most_salience)
+    return Matches(matches.entries, matches.hits, parts)
 
 
 def grouped_hits(
@@ -151,6 +280,7 @@ class PostingsCache:
 
     def __init__(self, budget: int | None = None) -> None:
         self._words: OrderedDict[tuple[int, str], Postings] = OrderedDict()
+        self._salience: OrderedDict[int, EntrySalience] = OrderedDict()  # by owner
         self._table = threading.Lock()  # held only to look words up, add and let them go
         self._bytes = 0  # what the words held take together
         self._budget = budget
@@ -172,35 +302,52 @@ class PostingsCache:
         with self._table:
             return (owner_id, key) in self._words
 
-    def statistics(
-        self, owner_id: int, keys: Sequence[str]
-    ) -> tuple[OwnerIndex, dict[str, Postings] | None]:
+    def statistics(self, owner_id: int, keys: Sequence[str]) -> tuple[OwnerIndex, Held | None]:
         """N, the index's version and each key's document frequency (owner_index.statistics),
         and, for a query of several words holding HOLD_FROM postings or more, their
         postings: those held, brought up to the index by the changes recorded since, the
-        others read in the same statement as N and the version, and held."""
+        others read in the same statement as N and the version, and held; and each
+        entry's salience, held and followed the same way (read whole, in a statement of
+        its own, the first time)."""
         if len(keys) < 2 or self.budget <= 0:
             return statistics(owner_id, keys), None
         held = self._held(owner_id, keys)
-        since = min((p.version for p in held.values()), default=None)
-        index, encoded, changes = statistics_and_postings(
+        salience = self._salience_held(owner_id)
+        versions = [p.version for p in held.values()] + ([salience.version] if salience else [])
+        since = min(versions, default=None)
+        read = statistics_and_postings(
             owner_id, [k for k in keys if k not in held], held=sorted(held), since=since
         )
-        if held:
-            followed = _followed(held, index, changes)
+        if since is not None:
+            followed = _followed(held, salience, read.index, read.changes)
             if followed is None:  # not all the changes are recorded still: read them again
-                held = {}
-                index, encoded, _ = statistics_and_postings(owner_id, keys)
-            elif followed is not held:
-                held = dict(followed)
-                self._keep(owner_id, held)
+                held, salience = {}, None
+                read = statistics_and_postings(owner_id, keys)
+            else:
+                if followed[0] is not held:
+                    held = dict(followed[0])
+                    self._keep(owner_id, held)
+                if followed[1] is not salience and followed[1] is not None:
+                    salience = followed[1]
+                    self._keep_salience(owner_id, salience)
+        index = read.index
         df = {key: len(p.entries) for key, p in held.items() if len(p.entries)} | index.df
         index = OwnerIndex(index.live, df, index.version, index.generation)
         if sum(df.values()) < HOLD_FROM:
             return index, None
-        read = {key: parsed(encoded.get(key), index) for key in keys if key not in held}
-        self._keep(owner_id, read)
-        return index, held | read
+        words = {key: parsed(read.postings.get(key), index) for key in keys if key not in held}
+        self._keep(owner_id, words)
+        if salience is None:
+            whole = statistics_and_postings(owner_id, [], salience=True)
+            salience = EntrySalience.read(whole.salience, whole.index)
+            if salience is not None:
+                self._keep_salience(owner_id, salience)
+        if salience is not None and (salience.generation, salience.version) != (
+            index.generation,
+            index.version,
+        ):
+            salience = None  # read at another state than this recall's: not used by it
+        return index, Held(held | words, salience)
 
     def _held(self, owner_id: int, keys: Sequence[str]) -> dict[str, Postings]:
         """The postings held of these keys (maybe stale), by key."""
@@ -227,13 +374,42 @@ class PostingsCache:
                     self._bytes += postings.nbytes - (current.nbytes if current else 0)
                     self._words[(owner_id, key)] = postings
                 self._words.move_to_end((owner_id, key))
-            while self._words and self._bytes > budget:
-                _, gone = self._words.popitem(last=False)
-                self._bytes -= gone.nbytes
+            self._let_go(budget)
+
+    def _salience_held(self, owner_id: int) -> EntrySalience | None:
+        with self._table:
+            found = self._salience.get(owner_id)
+            if found is not None:
+                self._salience.move_to_end(owner_id)
+            return found
+
+    def _keep_salience(self, owner_id: int, salience: EntrySalience) -> None:
+        """Hold the owner's salience (unless a newer read is held already)."""
+        with self._table:
+            current = self._salience.get(owner_id)
+            if (
+                current is None
+                or current.generation != salience.generation
+                or current.version <= salience.version
+            ):
+                self._bytes += salience.nbytes - (current.nbytes if current else 0)
+                self._salience[owner_id] = salience
+            self._salience.move_to_end(owner_id)
+            self._let_go(self.budget)
+
+    def _let_go(self, budget: int) -> None:
+        """While past the budget, let the least recently used words go, then salience."""
+        while self._words and self._bytes > budget:
+            _, gone = self._words.popitem(last=False)
+            self._bytes -= gone.nbytes
+        while self._salience and self._bytes > budget:
+            _, lost = self._salience.popitem(last=False)
+            self._bytes -= lost.nbytes
 
     def clear(self) -> None:
         with self._table:
             self._words.clear()
+            self._salience.clear()
             self._bytes = 0
 
 

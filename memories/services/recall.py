@@ -17,7 +17,7 @@ from memories.recall.embedding import Vector
 from memories.recall.impact import holding_any
 from memories.recall.indexing import tag_key
 from memories.recall.owner_index import OwnerIndex
-from memories.recall.postings import POSTINGS, grouped_hits
+from memories.recall.postings import POSTINGS, matches_of
 from memories.recall.ranking import (
     ActivationConfig,
     Candidate,
@@ -118,7 +118,7 @@ def rank_memories(
         )
         denominator = Relevance(weights, keyword_factor, content_factor).denominator
         if postings is not None:
-            held = grouped_hits(postings, weights, (keyword_factor, content_factor))
+            held = matches_of(postings, weights, (keyword_factor, content_factor), config)
     query_vector = embed_query(semantic, filters.query or "", ahead) if semantic else None
     ceiling = 1000
     holding = sum(owner_index.df.values())

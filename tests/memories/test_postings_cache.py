@@ -16,7 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from mcp_bridge import handlers
-from memories.models import IndexChange, RecallEntry, RecallIndex
+from memories.models import IndexChange, Memory, RecallEntry, RecallIndex
 from memories.portability.backups import new_index_generation
 from memories.recall import impact, indexing, owner_index, postings
 from memories.recall.owner_index import statistics
@@ -95,6 +95,29 @@ def test_a_recall_of_several_words_is_served_from_held_postings(user, walks, hel
     assert not held[0].whole  # fewer matches handed over than there are
 
 
+def test_a_held_recall_bounds_each_match_by_its_own_salience(user, walks, monkeypatch, held):
+    """The matches handed to the cut carry each one's salience part, as the index holds
+    it, where the most any memory can have was assumed before."""
+    given = []
+    original = impact.read_held
+
+    def read_held(entry, matches, cut):
+        given.append((matches, cut))
+        return original(entry, matches, cut)
+
+    monkeypatch.setattr(impact, "read_held", read_held)
+    ranked(user)
+    ranked(user)
+    for matches, cut in given:
+        assert matches.salience is not None
+        scores, weight = cut.config.salience_scores, cut.config.salience_weight
+        salience = dict(RecallEntry.objects.filter(owner=user).values_list("pk", "salience"))
+        assert matches.salience.tolist() == [
+            weight * scores[salience[entry]] for entry in matches.entries.tolist()
+        ]
+    assert len(set(matches.salience.tolist())) > 1
+
+
 def test_a_recall_whose_words_are_held_reads_no_posting(user, walks, held):
     first = ranked(user)
     token = connection.ops.quote_name("memories_memorytoken")
@@ -110,13 +133,27 @@ def test_a_recall_whose_words_are_held_reads_no_posting(user, walks, held):
 def assert_held_is_the_index(user) -> None:
     """The postings held of QUERY's words are the index's, as read now."""
     keys = sorted(set(QUERY.split()))
-    index, encoded, _ = owner_index.statistics_and_postings(user.pk, keys)
+    read = owner_index.statistics_and_postings(user.pk, keys)
+    index, encoded = read.index, read.postings
     for key in keys:
         held, stored = POSTINGS._words[(user.pk, key)], postings.parsed(encoded.get(key), index)
         assert (held.generation, held.version) == (index.generation, index.version)
         assert sorted(zip(held.entries.tolist(), held.in_keywords.tolist(), strict=True)) == sorted(
             zip(stored.entries.tolist(), stored.in_keywords.tolist(), strict=True)
         )
+
+
+def assert_salience_is_the_index(user) -> None:
+    """The salience held of the owner's entries is each live entry's, as stored now."""
+    held = POSTINGS._salience[user.pk]
+    index = statistics(user.pk, [])
+    assert (held.generation, held.version) == (index.generation, index.version)
+    stored = dict(RecallEntry.objects.filter(owner=user).values_list("pk", "salience"))
+    assert {
+        entry: held.values[code]
+        for entry, code in enumerate(held.codes.tolist(), start=held.low)
+        if code != postings._UNKNOWN
+    } == stored
 
 
 @pytest.fixture
@@ -160,6 +197,8 @@ def test_held_postings_follow_every_kind_of_write(user, other_user, walks, held,
             owner=user, update_id=new, gist="garden", content="garden rain", now=NOW
         ),
         lambda: handlers.promote(owner=user, memory_id=new, core=True, salience="low", now=NOW),
+        # Salience raised alone: the held salience must follow, or the cut would be too low.
+        lambda: handlers.promote(owner=user, memory_id=walks[9], salience="high", now=NOW),
         lambda: handlers.forget(owner=user, action="archive", memory_id=walks[0], now=NOW),
         lambda: handlers.forget(owner=user, action="unarchive", memory_id=walks[0], now=NOW),
         lambda: handlers.forget(owner=user, action="delete", memory_id=walks[3]),
@@ -177,22 +216,23 @@ def test_held_postings_follow_every_kind_of_write(user, other_user, walks, held,
         lambda: _remember(other_user, 1, search_keywords=["garden", "rain"]),
     ]
     ranked(user)
-    assert read_whole == [["garden", "rain"]]
+    assert [read for read in read_whole if read] == [["garden", "rain"]]
     for write in writes:
         before = POSTINGS._words[(user.pk, "garden")]
         write()
         ranked(user)
         assert all(read == [] for read in read_whole[1:])
         assert_held_is_the_index(user)
+        assert_salience_is_the_index(user)
         if write is not writes[-1]:
             assert POSTINGS._words[(user.pk, "garden")] is not before
     assert POSTINGS._words[(user.pk, "garden")] is before
     assert all(read is not None for read in held)
 
 
-def test_writes_record_the_entries_whose_tokens_they_changed(user, walks):
-    """Each write records its version, with the entries whose tokens it wrote or took
-    away, or a row without an entry when it changed no token."""
+def test_writes_record_the_entries_they_changed(user, walks):
+    """Each write records its version, with the entries it wrote, changed or took away,
+    or a row without an entry when it changed none."""
 
     def recorded() -> dict[int, set[int | None]]:
         rows = IndexChange.objects.filter(owner=user).values_list("version", "entry")
@@ -211,13 +251,16 @@ def test_writes_record_the_entries_whose_tokens_they_changed(user, walks):
     handlers.remember(owner=user, update_id=new, gist="Attic", content="Dust.", now=NOW)
     assert recorded()[version + 2] == {entry_of(new)}
     handlers.promote(owner=user, memory_id=new, salience="low", now=NOW)
-    assert recorded()[version + 3] == {None}
+    assert recorded()[version + 3] == {entry_of(new)}
     gone = entry_of(walks[0])
     handlers.forget(owner=user, action="archive", memory_id=walks[0], now=NOW)
     assert recorded()[version + 4] == {gone}
     deleted = entry_of(walks[1])
     handlers.forget(owner=user, action="delete", memory_id=walks[1])
     assert recorded()[version + 5] == {deleted}
+    # An archived memory reindexed: no entry to change.
+    indexing.reindex([Memory.objects.get(pk=walks[0])], text_changed=False)
+    assert recorded()[version + 6] == {None}
 
 
 def test_held_postings_older_than_the_changes_kept_are_read_again(
@@ -232,7 +275,7 @@ def test_held_postings_older_than_the_changes_kept_are_read_again(
     assert not IndexChange.objects.filter(owner=user, version__lte=version - 2).exists()
 
     ranked(user)
-    assert read_whole[-1] == ["garden", "rain"]
+    assert [read for read in read_whole if read][-1] == ["garden", "rain"]
     assert_held_is_the_index(user)
 
 
@@ -303,7 +346,8 @@ def test_of_two_reads_of_a_word_the_newer_is_kept():
 def test_held_hits_are_the_sums_the_database_groups(user, walks):
     """grouped_hits adds up, per match, what impact.hits_sum does in SQL."""
     keys = ["garden", "rain", "walk"]
-    index, encoded, _ = postings.statistics_and_postings(user.pk, keys)
+    read = postings.statistics_and_postings(user.pk, keys)
+    index, encoded = read.index, read.postings
     read = {key: postings.parsed(encoded.get(key), index) for key in keys}
     weights = {"garden": 3, "rain": 5, "walk": 2}
     found = grouped_hits(read, weights, (4, 1))
@@ -359,7 +403,7 @@ def test_a_query_sharing_words_with_one_held_reads_only_its_other_words(
     with CaptureQueriesContext(connection) as queries:
         index, found = POSTINGS.statistics(user.pk, ["garden", "sun"])
     assert len([q for q in queries if f"FROM {token}" in q["sql"]]) == 1
-    assert read_whole[-1] == ["sun"]
-    assert found is not None and set(found) == {"garden", "sun"}
+    assert [read for read in read_whole if read][-1] == ["sun"]
+    assert found is not None and set(found.postings) == {"garden", "sun"}
     assert index.df == statistics(user.pk, ["garden", "sun"]).df
     assert POSTINGS.holds(user.pk, "sun")
