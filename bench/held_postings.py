@@ -169,8 +169,6 @@ def main(argv: list[str]) -> None:
     # Migrated: a write records its change (IndexChange).
     setup_django(args.database_url, migrate=args.writes)
 
-    from django.db import connection
-
     from memories.models import RecallIndex, User
 
     index = RecallIndex.objects.order_by("-live_memories").first()
@@ -183,39 +181,38 @@ def main(argv: list[str]) -> None:
     for size in SIZES:
         queries = [" ".join(rng.sample(words, size)) for _ in range(10)]
         found = measure(owner, queries, rounds=args.rounds)
-        row: dict[str, Any] = {
-            "database": connection.vendor,
-            "memories": index.live_memories,
-            "words": size,
-            **{f"{mode} (ms)": _ms(found.timings[mode]) for mode in MODES},
-            "identical rankings": f"{found.identical} of {found.queries}",
-        }
-        rows.append(row)
-        print(
-            f"{size} common words, {index.live_memories:,} memories, ranking medians: "
-            + ", ".join(f"{mode} {row[f'{mode} (ms)']} ms" for mode in MODES)
-            + f"; identical rankings: {row['identical rankings']}"
-        )
+        heading = f"{size} common words, {index.live_memories:,} memories, ranking"
+        rows.append(_reported(found, MODES, index.live_memories, size, heading))
     if args.writes:
         # Last: each round writes a memory to the store.
         for size in SIZES:
             queries = [" ".join(rng.sample(words, size)) for _ in range(10)]
             found = measure_after_writes(owner, queries, words, rounds=args.rounds)
-            row = {
-                "database": connection.vendor,
-                "memories": index.live_memories,
-                "words": size,
-                **{f"{mode} (ms)": _ms(found.timings[mode]) for mode in AFTER},
-                "identical rankings": f"{found.identical} of {found.queries}",
-            }
-            rows.append(row)
-            print(
-                f"{size} common words, each ranking after a write, medians: "
-                + ", ".join(f"{mode} {row[f'{mode} (ms)']} ms" for mode in AFTER)
-                + f"; identical rankings: {row['identical rankings']}"
-            )
+            heading = f"{size} common words, each ranking after a write,"
+            rows.append(_reported(found, AFTER, index.live_memories, size, heading))
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+def _reported(
+    found: Measured, modes: Sequence[str], memories: int, words: int, heading: str
+) -> dict[str, Any]:
+    """The row of `found`'s medians each way of `modes`, printed after `heading`."""
+    from django.db import connection
+
+    row: dict[str, Any] = {
+        "database": connection.vendor,
+        "memories": memories,
+        "words": words,
+        **{f"{mode} (ms)": _ms(found.timings[mode]) for mode in modes},
+        "identical rankings": f"{found.identical} of {found.queries}",
+    }
+    print(
+        f"{heading} medians: "
+        + ", ".join(f"{mode} {row[f'{mode} (ms)']} ms" for mode in modes)
+        + f"; identical rankings: {row['identical rankings']}"
+    )
+    return row
 
 
 def _ms(seconds: list[float]) -> float:
