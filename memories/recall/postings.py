@@ -77,13 +77,9 @@ class Postings:
     def nbytes(self) -> int:
         return self.entries.nbytes + self.in_keywords.nbytes + self.OVERHEAD
 
-    def of(self, index: OwnerIndex) -> bool:
-        """Whether these are the postings of the index as `index` read it."""
-        return self.generation == index.generation and self.version == index.version
-
 
 def parsed(encoded: str | None, index: OwnerIndex) -> Postings:
-    """A word's postings from the statement's list (scoring.statistics_and_postings): each
+    """A word's postings from the statement's list (owner_index.statistics_and_postings): each
     posting entry × 2, plus 1 when the word is a keyword, comma-separated."""
     values = (
         np.array(encoded.split(","), dtype=np.int64) if encoded else np.zeros(0, dtype=np.int64)
@@ -324,11 +320,12 @@ class PostingsCache:
                 held, salience = {}, None
                 read = statistics_and_postings(owner_id, keys)
             else:
-                if followed[0] is not held:
-                    held = dict(followed[0])
+                now_held, now_salience = followed
+                if now_held is not held:
+                    held = dict(now_held)
                     self._keep(owner_id, held)
-                if followed[1] is not salience and followed[1] is not None:
-                    salience = followed[1]
+                if now_salience is not None and now_salience is not salience:
+                    salience = now_salience
                     self._keep_salience(owner_id, salience)
         index = read.index
         df = {key: len(p.entries) for key, p in held.items() if len(p.entries)} | index.df
