@@ -6,23 +6,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memories', '0013_reflect_and_status_indexes'),
+        ("memories", "0013_reflect_and_status_indexes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='IndexChange',
+            name="IndexChange",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('version', models.BigIntegerField()),
-                ('entry', models.BigIntegerField(null=True)),
-                ('owner', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("version", models.BigIntegerField()),
+                ("entry", models.BigIntegerField(null=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['owner', 'version', 'entry'], name='indexchange_owner_version')],
+                "indexes": [
+                    models.Index(
+                        fields=["owner", "version", "entry"], name="indexchange_owner_version"
+                    )
+                ],
             },
         ),
     ]

@@ -78,17 +78,16 @@ class Postings:
         return self.entries.nbytes + self.in_keywords.nbytes + self.OVERHEAD
 
 
+def _ids(listed: str | None) -> npt.NDArray[np.int64]:
+    """The integers of a comma-separated list the statement aggregated (none for NULL)."""
+    return np.array(listed.split(","), dtype=np.int64) if listed else np.zeros(0, dtype=np.int64)
+
+
 def parsed(encoded: str | None, index: OwnerIndex) -> Postings:
     """A word's postings from the statement's list (owner_index.statistics_and_postings): each
     posting entry × 2, plus 1 when the word is a keyword, comma-separated."""
-    values = (
-        np.array(encoded.split(","), dtype=np.int64) if encoded else np.zeros(0, dtype=np.int64)
-    )
+    values = _ids(encoded)
     return Postings(values >> 1, (values & 1).astype(np.bool_), index.generation, index.version)
-
-
-def _ids(listed: str | None) -> npt.NDArray[np.int64]:
-    return np.array(listed.split(","), dtype=np.int64) if listed else np.zeros(0, dtype=np.int64)
 
 
 # An entry whose salience is not known here: the most any memory can have is assumed.

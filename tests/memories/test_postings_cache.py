@@ -108,6 +108,7 @@ def test_a_held_recall_bounds_each_match_by_its_own_salience(user, walks, monkey
     monkeypatch.setattr(impact, "read_held", read_held)
     ranked(user)
     ranked(user)
+    assert len(given) == 2
     for matches, cut in given:
         assert matches.salience is not None
         scores, weight = cut.config.salience_scores, cut.config.salience_weight
