@@ -29,7 +29,7 @@ of the ranking on them.
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,11 +193,13 @@ def hits_sum(weights: Mapping[str, int], factors: tuple[int, int]) -> _Sql:
 @dataclass(frozen=True)
 class NarrowRead:
     """What `read_one_word` or `read_held` found: a floor, and the CTE `hits` of the matches
-    that can score within reach of it (`whole`: every match)."""
+    that can score within reach of it (`whole`: every match); `reach` when the meaning
+    part was bounded by a cosine ceiling found here (None: the cut's reach)."""
 
     floor: float
     hits: _Sql
     whole: bool
+    reach: float | None = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,8 @@ class Cut:
     """What a narrow read needs of the ranking statement (scoring.best_candidates): a
     match's score in SQL over the entry `e` and its hits `h`, the filters' conditions, the
     places, the reach of the band below the cut, what multiplies hits / `denominator` in
-    the score, and the constants."""
+    the score, and the constants. With recall blending in meaning, the reach holds what
+    the meaning part can add, `meaning` × the cosine `ceiling` (thousandths) / 1000."""
 
     denominator: int
     score: _Sql
@@ -214,6 +217,12 @@ class Cut:
     reach: float
     relevance_weight: float
     config: ActivationConfig
+    meaning: float = 0.0
+    ceiling: int = 1000
+
+    def reach_with(self, ceiling: int) -> float:
+        """The reach were no match's cosine above `ceiling` (thousandths)."""
+        return self.reach - self.meaning * (self.ceiling - ceiling) / 1000
 
 
 def read_one_word(
@@ -304,15 +313,25 @@ def _floor(probe: _Sql, entry: str, cut: Cut, given: _Sql | None = None) -> floa
 @dataclass(frozen=True)
 class Matches:
     """Every match of a query (its entry ids) and its hits, as the worker found them from
-    held postings (memories.recall.postings), and the salience part of each one's score
-    where the worker holds it (None: the most any memory can have is assumed)."""
+    held postings (memories.recall.postings), and where the worker holds them, each one's
+    salience part of its score (None: the most any memory can have is assumed) and what
+    finds entries' memories (`memory_keys`: their ids as integers, uuid.UUID.int, or None
+    when one is not known)."""
 
     entries: npt.NDArray[np.int64]
     hits: npt.NDArray[np.int64]
     salience: npt.NDArray[np.float64] | None = None
+    memory_keys: Callable[[npt.NDArray[np.int64]], list[int] | None] | None = None
 
 
-def read_held(entry: str, held: Matches, cut: Cut) -> NarrowRead | None:
+# The most cosine (thousandths) the query has with any of these memories (ids as
+# integers), or with any of the owner's memories (None).
+CosineCeiling = Callable[[list[int] | None], int]
+
+
+def read_held(
+    entry: str, held: Matches, cut: Cut, ceiling_of: CosineCeiling | None = None
+) -> NarrowRead | None:
     """For a query whose matches and their hits the worker found from held postings
     (memories.recall.postings): a floor the cut can only be above, and the CTE `hits` of
     the matches that can score within `reach` of it, handed to the statement as values.
@@ -322,9 +341,16 @@ def read_held(entry: str, held: Matches, cut: Cut) -> NarrowRead | None:
 
     The probe scores the PROBE matches with the most hits, as `scoring._cut_by_bound`
     does (which of those tied is of no matter: any matches give a floor). A match is
-    handed over when its relevance plus the most history and salience any memory can
-    have reaches the floor less the reach, in the float operations of the statement's
-    own bound (which applies it again), with twice its margin to spare.
+    handed over when its relevance plus the most history and its salience part (or the
+    most any memory can have) reaches the floor less the reach, in the float operations
+    of the statement's own bound (which applies it again), with twice its margin to
+    spare.
+
+    With `ceiling_of`, the reach's meaning part is bounded by the most cosine among the
+    matches that reach the floor less the cut's reach: a match outside those scores below
+    the floor less the reach whatever its cosine, and none of those can add more than
+    the most of theirs. That scan of a few thousand vectors replaces one of every vector
+    the owner has (memories.services.recall).
     """
     matches, hits = held.entries, held.hits
     config, limit = cut.config, cut.limit
@@ -338,11 +364,18 @@ def read_held(entry: str, held: Matches, cut: Cut) -> NarrowRead | None:
     most_history, most_salience = most_history_and_salience(config)
     relevance = cut.relevance_weight * (hits / float(cut.denominator))
     salience = held.salience if held.salience is not None else most_salience
-    within = relevance + (most_history + salience) >= floor - cut.reach - 2 * MARGIN
+    score_bound = relevance + (most_history + salience)
+    within = score_bound >= floor - cut.reach - 2 * MARGIN
+    reach = None
+    if ceiling_of is not None and cut.meaning > 0:
+        keys = held.memory_keys(matches[within]) if held.memory_keys is not None else None
+        reach = cut.reach_with(min(cut.ceiling, ceiling_of(keys)))
+        within = score_bound >= floor - reach - 2 * MARGIN
     return NarrowRead(
         floor,
         given_hits("hits", matches[within], hits[within]),
         whole=bool(within.all()),
+        reach=reach,
     )
 
 

@@ -12,6 +12,7 @@ up to the index by dropping those entries' postings and adding the ones they hol
 and the held salience by taking those entries' salience now.
 """
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,24 +39,27 @@ class Changes:
     they moved it by (each records at least one row), the entries they changed
     (comma-separated, maybe repeated), by key the postings those entries hold now of the
     keys asked for (as `statistics_and_postings` lists them), and by salience those of
-    the entries still live that have it."""
+    the entries still live that have it, with their memories' ids (`memories`)."""
 
     versions: int = 0
     entries: str = ""
     postings: dict[str, str] = field(default_factory=dict)
     salience: dict[str, str] = field(default_factory=dict)
+    memories: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class IndexRead:
     """What `statistics_and_postings` read: the index, each key's postings, the changes
     since the version given, and, when asked for, each salience's entries (their ids,
-    comma-separated)."""
+    comma-separated) and their memories' ids (`memories`: each one's 32 hexadecimal
+    digits, in the same order, not separated)."""
 
     index: OwnerIndex
     postings: dict[str, str]
     changes: Changes
     salience: dict[str, str]
+    memories: dict[str, str] = field(default_factory=dict)
 
 
 def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
@@ -75,7 +79,7 @@ def statistics_and_postings(
     statement), as a comma-separated list of entry × 2 plus 1 where the key is among the
     memory's keywords (memories.recall.postings reads it). With `since`, also the changes
     recorded after that version, the postings of the `held` keys among the entries they
-    changed and those entries' salience; with `salience`, every live entry's."""
+    changed and those entries' salience and memory; with `salience`, every live entry's."""
     return _read_index(owner_id, keys, postings=True, held=held, since=since, salience=salience)
 
 
@@ -97,13 +101,13 @@ def _read_index(
     posting = "CAST(t.entry_id * 2 + CAST(t.in_keywords AS INTEGER) AS TEXT)"
     listed = _listed(posting) if postings else "NULL"
     sql = _sql(
-        f"SELECT {_INDEX}, NULL, live_memories, version, generation, NULL FROM {index}"
+        f"SELECT {_INDEX}, NULL, live_memories, version, generation, NULL, NULL FROM {index}"
         " WHERE owner_id = %s",
         owner_id,
     )
     if keys:  # PostgreSQL refuses an empty IN ()
         sql = _sql(
-            f"%s UNION ALL SELECT {_KEY}, t.key, COUNT(*), 0, NULL, {listed} FROM {token} t"
+            f"%s UNION ALL SELECT {_KEY}, t.key, COUNT(*), 0, NULL, {listed}, NULL FROM {token} t"
             " WHERE t.owner_id = %s AND t.key IN (%s) GROUP BY t.key",
             sql,
             owner_id,
@@ -113,7 +117,7 @@ def _read_index(
         entries = _listed("CAST(c.entry AS TEXT)")
         sql = _sql(
             f"%s UNION ALL SELECT {_CHANGES}, NULL, COUNT(DISTINCT c.version), 0, NULL,"
-            f" {entries} FROM {change} c WHERE c.owner_id = %s AND c.version > %s",
+            f" {entries}, NULL FROM {change} c WHERE c.owner_id = %s AND c.version > %s",
             sql,
             owner_id,
             since,
@@ -121,15 +125,18 @@ def _read_index(
     if since is not None and held:
         # Looked up by entry (the token's unique key), not by the held words' postings.
         sql = _sql(
-            f"%s UNION ALL SELECT {_CHANGED_KEY}, t.key, COUNT(*), 0, NULL, {_listed(posting)}"
-            f" FROM {token} t WHERE t.entry_id IN (SELECT c.entry FROM {change} c"
-            " WHERE c.owner_id = %s AND c.version > %s) AND t.key IN (%s) GROUP BY t.key",
+            f"%s UNION ALL SELECT {_CHANGED_KEY}, t.key, COUNT(*), 0, NULL,"
+            f" {_listed(posting)}, NULL FROM {token} t WHERE t.entry_id IN"
+            f" (SELECT c.entry FROM {change} c WHERE c.owner_id = %s AND c.version > %s)"
+            " AND t.key IN (%s) GROUP BY t.key",
             sql,
             owner_id,
             since,
             _in(held),
         )
-    ids = _listed("CAST(e.id AS TEXT)")
+    # An entry's id and its memory's, in the same order: one aggregate's rows are taken in
+    # turn by each of its aggregates.
+    ids = f"{_listed('CAST(e.id AS TEXT)')}, {_digits('e.memory_id')}"
     if salience:
         sql = _sql(
             f"%s UNION ALL SELECT {_SALIENCE}, e.salience, COUNT(*), 0, NULL, {ids}"
@@ -156,15 +163,23 @@ def _listed(value: str) -> str:
     return f"group_concat({value}, ',')"
 
 
+def _digits(uuid_column: str) -> str:
+    """The aggregate joining the 32 hexadecimal digits of each row's uuid, unseparated."""
+    if connection.vendor == "postgresql":
+        return f"string_agg(replace(CAST({uuid_column} AS TEXT), '-', ''), '')"
+    return f"group_concat({uuid_column}, '')"  # stored as its 32 digits
+
+
 def _rows(sql: _Sql) -> IndexRead:
     live, version, generation = 0, 0, None
     df: dict[str, int] = {}
     lists: dict[str, str] = {}
     changes = Changes()
     salience: dict[str, str] = {}
+    memories: dict[str, str] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql.text, sql.params)
-        for kind, key, count, row_version, row_generation, listed in cursor.fetchall():
+        for kind, key, count, row_version, row_generation, listed, digits in cursor.fetchall():
             if kind == _INDEX:
                 live, version = count, row_version
                 generation = (
@@ -177,11 +192,11 @@ def _rows(sql: _Sql) -> IndexRead:
                 if listed:
                     lists[key] = listed
             elif kind == _CHANGES:
-                changes = Changes(count, listed or "", changes.postings, changes.salience)
+                changes = dataclasses.replace(changes, versions=count, entries=listed or "")
             elif kind == _SALIENCE:
-                salience[key] = listed
+                salience[key], memories[key] = listed, digits
             elif kind == _CHANGED_SALIENCE:
-                changes.salience[key] = listed
+                changes.salience[key], changes.memories[key] = listed, digits
             elif listed:
                 changes.postings[key] = listed
-    return IndexRead(OwnerIndex(live, df, version, generation), lists, changes, salience)
+    return IndexRead(OwnerIndex(live, df, version, generation), lists, changes, salience, memories)

@@ -99,26 +99,32 @@ _SPARE_IDS = 65536
 
 @dataclass(frozen=True)
 class EntrySalience:
-    """Each entry's salience over a run of entry ids from `low`, as of the index's
-    generation and version: `codes` holds, per id, the position of its salience in
-    `values`, or _UNKNOWN (an id no live entry of the owner's had when read, or one
-    written since whose salience came with no change). Bounds each match's salience part
-    in the cut (impact.read_held): only writes change it, and each records its entries."""
+    """Each entry's salience and memory over a run of entry ids from `low`, as of the
+    index's generation and version: `codes` holds, per id, the position of its salience
+    in `values`, or _UNKNOWN (an id no live entry of the owner's had when read, or one
+    written since whose salience came with no change); `memories`, per id, its memory's
+    id as two unsigned integers (the high 64 bits, then the low), zero where not known.
+    Bounds each match's salience part and its cosine in the cut (impact.read_held): only
+    writes change an entry's salience, and each records its entries; an entry's memory
+    never changes."""
 
     low: int
     codes: npt.NDArray[np.uint8]
     values: tuple[str, ...]
     generation: uuid.UUID | None
     version: int
+    memories: npt.NDArray[np.uint64]
 
     @property
     def nbytes(self) -> int:
-        return self.codes.nbytes + Postings.OVERHEAD
+        return self.codes.nbytes + self.memories.nbytes + Postings.OVERHEAD
 
     @classmethod
-    def read(cls, listed: Mapping[str, str], index: OwnerIndex) -> "EntrySalience | None":
-        """From each salience's entries (a whole read); None for an owner whose entries
-        lie too far apart, or too many values to code."""
+    def read(
+        cls, listed: Mapping[str, str], digits: Mapping[str, str], index: OwnerIndex
+    ) -> "EntrySalience | None":
+        """From each salience's entries and their memories (a whole read); None for an
+        owner whose entries lie too far apart, or too many values to code."""
         values = tuple(sorted(listed))
         ids = [_ids(listed[value]) for value in values]
         count = sum(len(i) for i in ids)
@@ -129,16 +135,19 @@ class EntrySalience:
         if span > 4 * count + _SPARE_IDS:
             return None
         codes = np.full(span, _UNKNOWN, dtype=np.uint8)
-        for code, entries in enumerate(ids):
+        memories = np.zeros((span, 2), dtype=np.uint64)
+        for code, (value, entries) in enumerate(zip(values, ids, strict=True)):
             codes[entries - low] = code
-        return cls(low, codes, values, index.generation, index.version)
+            memories[entries - low] = _memory_ids(digits.get(value), len(entries))
+        return cls(low, codes, values, index.generation, index.version, memories)
 
     def followed(
         self, changes: Changes, changed: npt.NDArray[np.int64], index: OwnerIndex
     ) -> "EntrySalience":
         """Brought up to `index` by the changes since: the changed entries unknown, then
-        those still live given their salience now (the run grows to take in new ids)."""
-        codes, values = self.codes.copy(), list(self.values)
+        those still live given their salience and memory now (the run grows to take in
+        new ids)."""
+        codes, values, memories = self.codes.copy(), list(self.values), self.memories.copy()
         inside = changed[(changed >= self.low) & (changed < self.low + len(codes))]
         codes[inside - self.low] = _UNKNOWN
         for value, listed in changes.salience.items():
@@ -147,15 +156,19 @@ class EntrySalience:
                     continue  # left unknown: the most assumed
                 values.append(value)
             entries = _ids(listed)
-            entries = entries[entries >= self.low]
+            found = _memory_ids(changes.memories.get(value), len(entries))
             top = int(entries.max()) if len(entries) else 0
             if top >= self.low + len(codes) and top - self.low < len(codes) + _SPARE_IDS:
-                grown = np.full(top - self.low + 1, _UNKNOWN, dtype=np.uint8)
-                grown[: len(codes)] = codes
-                codes = grown
-            entries = entries[entries < self.low + len(codes)]
-            codes[entries - self.low] = values.index(value)
-        return EntrySalience(self.low, codes, tuple(values), index.generation, index.version)
+                grown = top - self.low + 1 - len(codes)
+                codes = np.concatenate([codes, np.full(grown, _UNKNOWN, dtype=np.uint8)])
+                memories = np.concatenate([memories, np.zeros((grown, 2), dtype=np.uint64)])
+            at = entries - self.low
+            placed = (at >= 0) & (at < len(codes))
+            codes[at[placed]] = values.index(value)
+            memories[at[placed]] = found[placed]
+        return EntrySalience(
+            self.low, codes, tuple(values), index.generation, index.version, memories
+        )
 
     def parts(
         self, entries: npt.NDArray[np.int64], config: ActivationConfig, most: float
@@ -166,10 +179,34 @@ class EntrySalience:
         for code, value in enumerate(self.values):
             table[code] = config.salience_weight * scores.get(value, scores[MEDIUM])
         found = np.full(len(entries), _UNKNOWN, dtype=np.uint8)
-        at = entries - self.low
-        inside = (at >= 0) & (at < len(self.codes))
+        at, inside = self._at(entries)
         found[inside] = self.codes[at[inside]]
         return table[found]
+
+    def memory_keys(self, entries: npt.NDArray[np.int64]) -> list[int] | None:
+        """Each entry's memory id as an integer (uuid.UUID.int); None when one is not known."""
+        at, inside = self._at(entries)
+        if not inside.all():
+            return None
+        pairs = self.memories[at]
+        if not pairs.any(axis=1).all():
+            return None
+        return [(high << 64) | low for high, low in pairs.tolist()]
+
+    def _at(
+        self, entries: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Each entry's place in the run, and whether it is inside it."""
+        at = entries - self.low
+        return at, (at >= 0) & (at < len(self.codes))
+
+
+def _memory_ids(digits: str | None, count: int) -> npt.NDArray[np.uint64]:
+    """`count` memory ids from their hexadecimal digits unseparated (the statement's
+    list), each as two unsigned integers; zeros when the digits are not all there."""
+    if not digits or len(digits) != 32 * count:
+        return np.zeros((count, 2), dtype=np.uint64)
+    return np.frombuffer(bytes.fromhex(digits), dtype=">u8").reshape(count, 2).astype(np.uint64)
 
 
 @dataclass(frozen=True)
@@ -230,7 +267,7 @@ def matches_of(
         return matches
     _, most_salience = most_history_and_salience(config)
     parts = held.salience.parts(matches.entries, config, most_salience)
-    return Matches(matches.entries, matches.hits, parts)
+    return Matches(matches.entries, matches.hits, parts, held.salience.memory_keys)
 
 
 def grouped_hits(
@@ -335,7 +372,7 @@ class PostingsCache:
         self._keep(owner_id, words)
         if salience is None:
             whole = statistics_and_postings(owner_id, [], salience=True)
-            salience = EntrySalience.read(whole.salience, whole.index)
+            salience = EntrySalience.read(whole.salience, whole.memories, whole.index)
             if salience is not None:
                 self._keep_salience(owner_id, salience)
         if salience is not None and (salience.generation, salience.version) != (

@@ -132,6 +132,7 @@ def best_candidates(
     blend: bool = False,
     cosine_ceiling: int = 1000,
     held: impact.Matches | None = None,
+    ceiling_of: impact.CosineCeiling | None = None,
 ) -> Band:
     """The `limit` best memories by activation, and every row that could take a place
     among them once scored exactly. `weights` is None for a blank query.
@@ -144,7 +145,9 @@ def best_candidates(
 
     `held` gives every match of a query of several words and its hits (found by the
     worker from postings it holds): then only those that can place are handed to the
-    statement, rather than every posting grouped in it.
+    statement, rather than every posting grouped in it. `ceiling_of` gives the most cosine
+    among some memories or all: the matches handed over bound the reach, or all the
+    owner's memories when none are.
     """
     blend = blend and weights is not None
     lexical_share, semantic_share = semantic_shares(config) if blend else (1, 0)
@@ -202,8 +205,8 @@ def best_candidates(
 
     # Every row scoring within `reach` of the cut goes back to the caller.
     reach = EPSILON
-    if blend:
-        reach += config.relevance_weight * float(semantic_share) * cosine_ceiling / 1000
+    meaning = config.relevance_weight * float(semantic_share) if blend else 0.0
+    reach += meaning * cosine_ceiling / 1000
     scoring = list(conditions)
     # How many memories match, when the cut left some unscored (see Band.matched).
     matched = "(SELECT COUNT(*) FROM hits)"
@@ -217,12 +220,18 @@ def best_candidates(
             reach=reach,
             relevance_weight=relevance_weight,
             config=config,
+            meaning=meaning,
+            ceiling=cosine_ceiling,
         )
         read = (
-            impact.read_held(entry, held, cut)
+            impact.read_held(entry, held, cut, ceiling_of)
             if held is not None and len(weights) > 1
             else impact.read_one_word(owner_id, entry, weights=weights, factors=factors, cut=cut)
         )
+        if read is not None and read.reach is not None:
+            reach = read.reach
+        elif ceiling_of is not None and meaning > 0:  # bounded by every memory of the owner's
+            reach = cut.reach_with(min(cosine_ceiling, ceiling_of(None)))
         if read is None:
             ctes.append(impact.all_hits(owner_id, weights, factors))
             floor = None

@@ -195,12 +195,16 @@ class OwnerVectors:
             found.update(zip(vectored, cosines_milli(dots), strict=True))
         return found
 
-    def ceiling(self, query: Vector) -> int:
-        """A cosine (thousandths) no memory held here exceeds with the query: the float32
-        scan's best, with room for its rounding."""
-        if not self.ids:
+    def ceiling(self, query: Vector, keys: Sequence[int] | None = None) -> int:
+        """A cosine (thousandths) no memory held here exceeds with the query, or none of
+        these memories (keys: ids as integers; one not held has no vector, cosine 0):
+        the float32 scan's best, with room for its rounding."""
+        rows = self.matrix
+        if keys is not None:
+            rows = rows[[row for row in map(self.row_of.get, keys) if row is not None]]
+        if not len(rows):
             return 0
-        best = float(scan(self.matrix, query_stored(query)).max())
+        best = float(scan(rows, query_stored(query)).max())
         return min(1000, max(0, math.ceil(1000 * best) + _SCAN_ROOM))
 
     def nearest(
@@ -312,13 +316,19 @@ class VectorCache:
         return [found[k] for k in keys]
 
     def ceiling(
-        self, owner_id: int, query: Vector, *, embedder: Embedder, index: "OwnerIndex"
+        self,
+        owner_id: int,
+        query: Vector,
+        *,
+        embedder: Embedder,
+        index: "OwnerIndex",
+        keys: Sequence[int] | None = None,
     ) -> int:
         """A cosine (thousandths) that none of the owner's memories exceeds with the query,
-        as of the index's version."""
+        or none of these (keys: ids as integers), as of the index's version."""
         held = self._refreshed(owner_id, embedder, index)
         with held.lock:
-            return held.ceiling(query)
+            return held.ceiling(query, keys)
 
     def _refreshed(self, owner_id: int, embedder: Embedder, index: "OwnerIndex") -> OwnerVectors:
         """The owner's vectors brought up to the index's version.

@@ -1,6 +1,7 @@
 """Recall: rank the caller's memories by activation and strengthen what is returned."""
 
 import dataclasses
+import functools
 import heapq
 import math
 import uuid
@@ -13,7 +14,7 @@ from django.db import connection, transaction
 from memories.conf import activation_config, embedder, ranking_profile
 from memories.limits import DEFAULT_RECALL_LIMIT
 from memories.models import Category, Memory, RecallEntry, User
-from memories.recall.embedding import Vector
+from memories.recall.embedding import Embedder, Vector
 from memories.recall.impact import holding_any
 from memories.recall.indexing import tag_key
 from memories.recall.owner_index import OwnerIndex
@@ -121,13 +122,19 @@ def rank_memories(
             held = matches_of(postings, weights, (keyword_factor, content_factor), config)
     query_vector = embed_query(semantic, filters.query or "", ahead) if semantic else None
     ceiling = 1000
+    ceiling_of = None
     holding = sum(owner_index.df.values())
     if query_vector is not None and holding >= max(WIDE_QUERY, WIDE_SHARE * owner_index.live):
-        # Many matches, so many rows within reach of the cosine part: the best cosine any
-        # memory has with the query narrows that reach (to about half, typically) for the
-        # price of one scan of the vectors the worker keeps.
+        # Many matches, so many rows within reach of the cosine part: the best cosine the
+        # query has with the matches that could place (held ones), or with any memory,
+        # narrows that reach (to about half, typically) for the price of a scan of the
+        # vectors the worker keeps.
         assert semantic is not None
-        ceiling = CACHE.ceiling(owner.pk, query_vector, embedder=semantic, index=owner_index)
+        ceiling_of = functools.partial(
+            _ceiling, owner.pk, query_vector, embedder=semantic, index=owner_index
+        )
+        if held is None:
+            ceiling, ceiling_of = ceiling_of(None), None
     band = best_candidates(
         owner.pk,
         weights=weights,
@@ -140,6 +147,7 @@ def rank_memories(
         blend=query_vector is not None,
         cosine_ceiling=ceiling,
         held=held,
+        ceiling_of=ceiling_of,
     )
     if query_vector is None:
         ranked = rank(
@@ -174,6 +182,18 @@ def rank_memories(
         )
     ranked = rank(matches + alone, denominator=denominator, now=now, config=config)
     return Ranking(ranked[: filters.limit], meaning_only={c.id for c in alone})
+
+
+def _ceiling(
+    owner_id: int,
+    query_vector: Vector,
+    keys: list[int] | None,
+    *,
+    embedder: Embedder,
+    index: OwnerIndex,
+) -> int:
+    """The most cosine (thousandths) the query has with these memories, or any (None)."""
+    return CACHE.ceiling(owner_id, query_vector, embedder=embedder, index=index, keys=keys)
 
 
 def _finalists(

@@ -8,6 +8,8 @@ The stores here are small, so the fixture `held` holds every query's postings
 (HOLD_FROM 0) and makes the probe small, so that the matches handed over are fewer than
 all of them."""
 
+import importlib
+import uuid
 from datetime import timedelta
 
 import numpy as np
@@ -16,11 +18,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from mcp_bridge import handlers
-from memories.models import IndexChange, Memory, RecallEntry, RecallIndex
+from memories.conf import embedder
+from memories.models import IndexChange, Memory, MemoryVector, RecallEntry, RecallIndex
 from memories.portability.backups import new_index_generation
 from memories.recall import impact, indexing, owner_index, postings
 from memories.recall.owner_index import statistics
 from memories.recall.postings import POSTINGS, Postings, PostingsCache, grouped_hits
+from memories.recall.semantic import cosines, embed_query
 from memories.services import import_store, restore_snapshot
 from tests.conftest import NOW
 from tests.memories.test_import import fixture_text
@@ -28,15 +32,19 @@ from tests.memories.test_recall_cut import assert_ranked_as_the_reference
 
 pytestmark = pytest.mark.django_db
 
+recall_service = importlib.import_module("memories.services.recall")
+
 QUERY = "garden rain"
 
 
 @pytest.fixture
 def held(monkeypatch):
-    """Every query of several words served from held postings; what each narrow read
-    returned, in order."""
+    """Every query of several words served from held postings, its meaning part bounded
+    by the matches' cosines; what each narrow read returned, in order."""
     monkeypatch.setattr(postings, "HOLD_FROM", 0)
     monkeypatch.setattr(impact, "PROBE", 2)
+    monkeypatch.setattr(recall_service, "WIDE_QUERY", 0)
+    monkeypatch.setattr(recall_service, "WIDE_SHARE", 0)
     reads = []
     original = impact.read_held
 
@@ -101,9 +109,9 @@ def test_a_held_recall_bounds_each_match_by_its_own_salience(user, walks, monkey
     given = []
     original = impact.read_held
 
-    def read_held(entry, matches, cut):
+    def read_held(entry, matches, cut, *rest):
         given.append((matches, cut))
-        return original(entry, matches, cut)
+        return original(entry, matches, cut, *rest)
 
     monkeypatch.setattr(impact, "read_held", read_held)
     ranked(user)
@@ -117,6 +125,37 @@ def test_a_held_recall_bounds_each_match_by_its_own_salience(user, walks, monkey
             weight * scores[salience[entry]] for entry in matches.entries.tolist()
         ]
     assert len(set(matches.salience.tolist())) > 1
+
+
+def test_a_held_recall_bounds_the_meaning_part_by_the_matches_cosines(
+    user, walks, monkeypatch, held
+):
+    """The reach of the cosine part is bounded by the most cosine among the matches that
+    could place with any cosine (their memories, as held), never above the best of all
+    the owner's memories, and recall still ranks as the reference."""
+    asked = []
+    original = recall_service._ceiling
+
+    def ceiling(owner_id, query_vector, keys, **named):
+        found = original(owner_id, query_vector, keys, **named)
+        everything = original(owner_id, query_vector, None, **named)
+        asked.append((keys, found, everything))
+        return found
+
+    monkeypatch.setattr(recall_service, "_ceiling", ceiling)
+    # The match nearest the query in meaning is the last written (the last entry).
+    _remember(user, 60, gist="Garden rain", content="Garden rain.", salience="low")
+    placed = [ranked(user, limit=limit) for limit in (1, 3)]
+    assert len(asked) == 2
+    live = set(Memory.objects.for_owner(user).live().values_list("pk", flat=True))
+    query = embed_query(embedder(), QUERY)
+    for (keys, found, everything), ids in zip(asked, placed, strict=True):
+        assert {uuid.UUID(i).int for i in ids} <= set(keys)
+        assert {uuid.UUID(int=key) for key in keys} <= live
+        stored = MemoryVector.objects.filter(memory_id__in=[uuid.UUID(int=k) for k in keys])
+        exact = cosines(query, [bytes(v) for v in stored.values_list("vector", flat=True)])
+        assert max(exact) <= found <= everything
+    assert all(read is not None and read.reach is not None for read in held)
 
 
 def test_a_recall_whose_words_are_held_reads_no_posting(user, walks, held):
@@ -145,16 +184,21 @@ def assert_held_is_the_index(user) -> None:
 
 
 def assert_salience_is_the_index(user) -> None:
-    """The salience held of the owner's entries is each live entry's, as stored now."""
+    """The salience and memory held of the owner's entries are each live entry's, as
+    stored now."""
     held = POSTINGS._salience[user.pk]
     index = statistics(user.pk, [])
     assert (held.generation, held.version) == (index.generation, index.version)
-    stored = dict(RecallEntry.objects.filter(owner=user).values_list("pk", "salience"))
+    entries = RecallEntry.objects.filter(owner=user)
+    stored = dict(entries.values_list("pk", "salience"))
     assert {
         entry: held.values[code]
         for entry, code in enumerate(held.codes.tolist(), start=held.low)
         if code != postings._UNKNOWN
     } == stored
+    live = np.array(sorted(stored), dtype=np.int64)
+    memories = dict(entries.values_list("pk", "memory_id"))
+    assert held.memory_keys(live) == [memories[entry].int for entry in live.tolist()]
 
 
 @pytest.fixture
@@ -408,3 +452,4 @@ def test_a_query_sharing_words_with_one_held_reads_only_its_other_words(
     assert found is not None and set(found.postings) == {"garden", "sun"}
     assert index.df == statistics(user.pk, ["garden", "sun"]).df
     assert POSTINGS.holds(user.pk, "sun")
+

@@ -6,6 +6,7 @@ suite: random stores where a few words are in nearly every memory, small limits,
 scores, recall histories and filters.
 """
 
+import importlib
 from datetime import timedelta
 
 import pytest
@@ -29,6 +30,8 @@ from tests.memories.test_relevance_reference import cosine_with, values
 from tests.store import rolled_back
 
 pytestmark = pytest.mark.django_db
+
+recall_service = importlib.import_module("memories.services.recall")
 
 # Words nearly every memory holds, and words few do.
 COMMON = ["garden", "tea", "rain"]
@@ -59,6 +62,9 @@ def postings_of_words(request, monkeypatch):
     if request.param == "held by the worker":
         monkeypatch.setattr(postings, "HOLD_FROM", 0)
         monkeypatch.setattr(impact, "PROBE", 2)
+        # The cosine part's reach bounded by the matches' cosines (a blended query).
+        monkeypatch.setattr(recall_service, "WIDE_QUERY", 0)
+        monkeypatch.setattr(recall_service, "WIDE_SHARE", 0)
     POSTINGS.clear()
     yield
     POSTINGS.clear()
