@@ -453,3 +453,10 @@ def test_a_query_sharing_words_with_one_held_reads_only_its_other_words(
     assert index.df == statistics(user.pk, ["garden", "sun"]).df
     assert POSTINGS.holds(user.pk, "sun")
 
+
+def test_the_statements_lists_are_read_whole():
+    """Entry ids of any size, one or none, come back as the integers listed."""
+    big = [1, 2**40 + 3, 7, 2**62]
+    assert postings._ids(",".join(map(str, big))).tolist() == big
+    assert postings._ids("12").tolist() == [12]
+    assert postings._ids("").tolist() == postings._ids(None).tolist() == []
