@@ -324,13 +324,20 @@ class Matches:
     memory_keys: Callable[[npt.NDArray[np.int64]], list[int] | None] | None = None
 
 
-# The most cosine (thousandths) the query has with any of these memories (ids as
-# integers), or with any of the owner's memories (None).
-CosineCeiling = Callable[[list[int] | None], int]
+@dataclass(frozen=True)
+class CosineBound:
+    """How a recall blending in meaning bounds the reach of its cosine part: `ceiling`
+    gives the most cosine (thousandths) the query has with these memories (ids as
+    integers) or with any of the owner's (None). A memory scanned alone costs the worker
+    about sixteen times its share of a scan of all (its id looked up, its row fetched
+    apart): at most `most_chosen` are given."""
+
+    ceiling: Callable[[list[int] | None], int]
+    most_chosen: int
 
 
 def read_held(
-    entry: str, held: Matches, cut: Cut, ceiling_of: CosineCeiling | None = None
+    entry: str, held: Matches, cut: Cut, cosine_bound: CosineBound | None = None
 ) -> NarrowRead | None:
     """For a query whose matches and their hits the worker found from held postings
     (memories.recall.postings): a floor the cut can only be above, and the CTE `hits` of
@@ -346,11 +353,11 @@ def read_held(
     of the statement's own bound (which applies it again), with twice its margin to
     spare.
 
-    With `ceiling_of`, the reach's meaning part is bounded by the most cosine among the
+    With `cosine_bound`, the reach's meaning part is bounded by the most cosine among the
     matches that reach the floor less the cut's reach: a match outside those scores below
     the floor less the reach whatever its cosine, and none of those can add more than
-    the most of theirs. That scan of a few thousand vectors replaces one of every vector
-    the owner has (memories.services.recall).
+    the most of theirs. A scan of those few thousand vectors replaces one of every vector
+    the owner has (memories.services.recall), unless they are too many.
     """
     matches, hits = held.entries, held.hits
     config, limit = cut.config, cut.limit
@@ -367,9 +374,12 @@ def read_held(
     score_bound = relevance + (most_history + salience)
     within = score_bound >= floor - cut.reach - 2 * MARGIN
     reach = None
-    if ceiling_of is not None and cut.meaning > 0:
-        keys = held.memory_keys(matches[within]) if held.memory_keys is not None else None
-        reach = cut.reach_with(min(cut.ceiling, ceiling_of(keys)))
+    if cosine_bound is not None and cut.meaning > 0:
+        chosen = matches[within]
+        keys = None
+        if held.memory_keys is not None and len(chosen) <= cosine_bound.most_chosen:
+            keys = held.memory_keys(chosen)
+        reach = cut.reach_with(min(cut.ceiling, cosine_bound.ceiling(keys)))
         within = score_bound >= floor - reach - 2 * MARGIN
     return NarrowRead(
         floor,

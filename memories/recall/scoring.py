@@ -132,7 +132,7 @@ def best_candidates(
     blend: bool = False,
     cosine_ceiling: int = 1000,
     held: impact.Matches | None = None,
-    ceiling_of: impact.CosineCeiling | None = None,
+    cosine_bound: impact.CosineBound | None = None,
 ) -> Band:
     """The `limit` best memories by activation, and every row that could take a place
     among them once scored exactly. `weights` is None for a blank query.
@@ -145,9 +145,9 @@ def best_candidates(
 
     `held` gives every match of a query of several words and its hits (found by the
     worker from postings it holds): then only those that can place are handed to the
-    statement, rather than every posting grouped in it. `ceiling_of` gives the most cosine
-    among some memories or all: the matches handed over bound the reach, or all the
-    owner's memories when none are.
+    statement, rather than every posting grouped in it. `cosine_bound` gives the most
+    cosine among some memories or all: the matches that could place bound the reach, or
+    all the owner's memories when those are not known.
     """
     blend = blend and weights is not None
     lexical_share, semantic_share = semantic_shares(config) if blend else (1, 0)
@@ -224,14 +224,14 @@ def best_candidates(
             ceiling=cosine_ceiling,
         )
         read = (
-            impact.read_held(entry, held, cut, ceiling_of)
+            impact.read_held(entry, held, cut, cosine_bound)
             if held is not None and len(weights) > 1
             else impact.read_one_word(owner_id, entry, weights=weights, factors=factors, cut=cut)
         )
         if read is not None and read.reach is not None:
             reach = read.reach
-        elif ceiling_of is not None and meaning > 0:  # bounded by every memory of the owner's
-            reach = cut.reach_with(min(cosine_ceiling, ceiling_of(None)))
+        elif cosine_bound is not None and meaning > 0:  # by every memory of the owner's
+            reach = cut.reach_with(min(cosine_ceiling, cosine_bound.ceiling(None)))
         if read is None:
             ctes.append(impact.all_hits(owner_id, weights, factors))
             floor = None

@@ -15,7 +15,7 @@ from memories.conf import activation_config, embedder, ranking_profile
 from memories.limits import DEFAULT_RECALL_LIMIT
 from memories.models import Category, Memory, RecallEntry, User
 from memories.recall.embedding import Embedder, Vector
-from memories.recall.impact import holding_any
+from memories.recall.impact import CosineBound, holding_any
 from memories.recall.indexing import tag_key
 from memories.recall.owner_index import OwnerIndex
 from memories.recall.postings import POSTINGS, matches_of
@@ -43,6 +43,10 @@ from memories.timeutil import micros
 # for queries of middle and common words (docs/benchmarks.md).
 WIDE_QUERY = 200
 WIDE_SHARE = 1 / 50
+# A held recall bounds it by the vectors of the matches that could place, when they are
+# at most this share of the owner's store: at 100,000 memories a scan of all took 7–8 ms,
+# of 1,200–4,800 chosen 1.2–4.6 ms, of 8,000 as long as all (docs/benchmarks.md).
+CHOSEN_SHARE = 16
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,7 @@ def rank_memories(
             held = matches_of(postings, weights, (keyword_factor, content_factor), config)
     query_vector = embed_query(semantic, filters.query or "", ahead) if semantic else None
     ceiling = 1000
-    ceiling_of = None
+    cosine_bound = None
     holding = sum(owner_index.df.values())
     if query_vector is not None and holding >= max(WIDE_QUERY, WIDE_SHARE * owner_index.live):
         # Many matches, so many rows within reach of the cosine part: the best cosine the
@@ -130,11 +134,14 @@ def rank_memories(
         # narrows that reach (to about half, typically) for the price of a scan of the
         # vectors the worker keeps.
         assert semantic is not None
-        ceiling_of = functools.partial(
-            _ceiling, owner.pk, query_vector, embedder=semantic, index=owner_index
+        cosine_bound = CosineBound(
+            functools.partial(
+                _ceiling, owner.pk, query_vector, embedder=semantic, index=owner_index
+            ),
+            most_chosen=owner_index.live // CHOSEN_SHARE,
         )
         if held is None:
-            ceiling, ceiling_of = ceiling_of(None), None
+            ceiling, cosine_bound = cosine_bound.ceiling(None), None
     band = best_candidates(
         owner.pk,
         weights=weights,
@@ -147,7 +154,7 @@ def rank_memories(
         blend=query_vector is not None,
         cosine_ceiling=ceiling,
         held=held,
-        ceiling_of=ceiling_of,
+        cosine_bound=cosine_bound,
     )
     if query_vector is None:
         ranked = rank(

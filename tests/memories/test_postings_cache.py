@@ -45,6 +45,7 @@ def held(monkeypatch):
     monkeypatch.setattr(impact, "PROBE", 2)
     monkeypatch.setattr(recall_service, "WIDE_QUERY", 0)
     monkeypatch.setattr(recall_service, "WIDE_SHARE", 0)
+    monkeypatch.setattr(recall_service, "CHOSEN_SHARE", 1)
     reads = []
     original = impact.read_held
 
@@ -156,6 +157,25 @@ def test_a_held_recall_bounds_the_meaning_part_by_the_matches_cosines(
         exact = cosines(query, [bytes(v) for v in stored.values_list("vector", flat=True)])
         assert max(exact) <= found <= everything
     assert all(read is not None and read.reach is not None for read in held)
+
+
+def test_too_many_matches_to_scan_alone_are_bounded_by_every_vector(
+    user, walks, monkeypatch, held
+):
+    """Past `most_chosen` the matches that could place are not scanned one by one: every
+    vector of the owner's bounds the cosine part, and recall still ranks as the reference."""
+    monkeypatch.setattr(recall_service, "CHOSEN_SHARE", 10**6)
+    asked = []
+    original = recall_service._ceiling
+
+    def ceiling(owner_id, query_vector, keys, **named):
+        asked.append(keys)
+        return original(owner_id, query_vector, keys, **named)
+
+    monkeypatch.setattr(recall_service, "_ceiling", ceiling)
+    ranked(user)
+    assert asked == [None]
+    assert held[-1] is not None and held[-1].reach is not None
 
 
 def test_a_recall_whose_words_are_held_reads_no_posting(user, walks, held):
