@@ -12,7 +12,6 @@ up to the index by dropping those entries' postings and adding the ones they hol
 and the held salience by taking those entries' salience now.
 """
 
-import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,27 +38,24 @@ class Changes:
     they moved it by (each records at least one row), the entries they changed
     (comma-separated, maybe repeated), by key the postings those entries hold now of the
     keys asked for (as `statistics_and_postings` lists them), and by salience those of
-    the entries still live that have it, with their memories' ids (`memories`)."""
+    the entries still live that have it, with their memories."""
 
     versions: int = 0
     entries: str = ""
     postings: dict[str, str] = field(default_factory=dict)
     salience: dict[str, str] = field(default_factory=dict)
-    memories: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class IndexRead:
     """What `statistics_and_postings` read: the index, each key's postings, the changes
-    since the version given, and, when asked for, each salience's entries (their ids,
-    comma-separated) and their memories' ids (`memories`: each one's 32 hexadecimal
-    digits, in the same order, not separated)."""
+    since the version given, and, when asked for, each salience's entries and their
+    memories (as `_entries_and_memories` lists them)."""
 
     index: OwnerIndex
     postings: dict[str, str]
     changes: Changes
     salience: dict[str, str]
-    memories: dict[str, str] = field(default_factory=dict)
 
 
 def statistics(owner_id: int, keys: Sequence[str]) -> OwnerIndex:
@@ -101,13 +97,13 @@ def _read_index(
     posting = "CAST(t.entry_id * 2 + CAST(t.in_keywords AS INTEGER) AS TEXT)"
     listed = _listed(posting) if postings else "NULL"
     sql = _sql(
-        f"SELECT {_INDEX}, NULL, live_memories, version, generation, NULL, NULL FROM {index}"
+        f"SELECT {_INDEX}, NULL, live_memories, version, generation, NULL FROM {index}"
         " WHERE owner_id = %s",
         owner_id,
     )
     if keys:  # PostgreSQL refuses an empty IN ()
         sql = _sql(
-            f"%s UNION ALL SELECT {_KEY}, t.key, COUNT(*), 0, NULL, {listed}, NULL FROM {token} t"
+            f"%s UNION ALL SELECT {_KEY}, t.key, COUNT(*), 0, NULL, {listed} FROM {token} t"
             " WHERE t.owner_id = %s AND t.key IN (%s) GROUP BY t.key",
             sql,
             owner_id,
@@ -117,7 +113,7 @@ def _read_index(
         entries = _listed("CAST(c.entry AS TEXT)")
         sql = _sql(
             f"%s UNION ALL SELECT {_CHANGES}, NULL, COUNT(DISTINCT c.version), 0, NULL,"
-            f" {entries}, NULL FROM {change} c WHERE c.owner_id = %s AND c.version > %s",
+            f" {entries} FROM {change} c WHERE c.owner_id = %s AND c.version > %s",
             sql,
             owner_id,
             since,
@@ -125,18 +121,15 @@ def _read_index(
     if since is not None and held:
         # Looked up by entry (the token's unique key), not by the held words' postings.
         sql = _sql(
-            f"%s UNION ALL SELECT {_CHANGED_KEY}, t.key, COUNT(*), 0, NULL,"
-            f" {_listed(posting)}, NULL FROM {token} t WHERE t.entry_id IN"
-            f" (SELECT c.entry FROM {change} c WHERE c.owner_id = %s AND c.version > %s)"
-            " AND t.key IN (%s) GROUP BY t.key",
+            f"%s UNION ALL SELECT {_CHANGED_KEY}, t.key, COUNT(*), 0, NULL, {_listed(posting)}"
+            f" FROM {token} t WHERE t.entry_id IN (SELECT c.entry FROM {change} c"
+            " WHERE c.owner_id = %s AND c.version > %s) AND t.key IN (%s) GROUP BY t.key",
             sql,
             owner_id,
             since,
             _in(held),
         )
-    # An entry's id and its memory's, in the same order: one aggregate's rows are taken in
-    # turn by each of its aggregates.
-    ids = f"{_listed('CAST(e.id AS TEXT)')}, {_digits('e.memory_id')}"
+    ids = _entries_and_memories()
     if salience:
         sql = _sql(
             f"%s UNION ALL SELECT {_SALIENCE}, e.salience, COUNT(*), 0, NULL, {ids}"
@@ -163,11 +156,16 @@ def _listed(value: str) -> str:
     return f"group_concat({value}, ',')"
 
 
-def _digits(uuid_column: str) -> str:
-    """The aggregate joining the 32 hexadecimal digits of each row's uuid, unseparated."""
+def _entries_and_memories() -> str:
+    """The aggregate joining, for each entry `e`, 48 hexadecimal digits: 16 of its id,
+    then 32 of its memory's (memories.recall.postings reads them). One aggregate, so that
+    the two come in the same order however the database aggregates."""
     if connection.vendor == "postgresql":
-        return f"string_agg(replace(CAST({uuid_column} AS TEXT), '-', ''), '')"
-    return f"group_concat({uuid_column}, '')"  # stored as its 32 digits
+        return (
+            "string_agg(encode(int8send(e.id), 'hex') || encode(uuid_send(e.memory_id), 'hex'), '')"
+        )
+    # A uuid is stored as its 32 digits; %% is a % once the parameters are put in.
+    return "group_concat(printf('%%016x', e.id) || e.memory_id, '')"
 
 
 def _rows(sql: _Sql) -> IndexRead:
@@ -176,10 +174,9 @@ def _rows(sql: _Sql) -> IndexRead:
     lists: dict[str, str] = {}
     changes = Changes()
     salience: dict[str, str] = {}
-    memories: dict[str, str] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql.text, sql.params)
-        for kind, key, count, row_version, row_generation, listed, digits in cursor.fetchall():
+        for kind, key, count, row_version, row_generation, listed in cursor.fetchall():
             if kind == _INDEX:
                 live, version = count, row_version
                 generation = (
@@ -192,11 +189,11 @@ def _rows(sql: _Sql) -> IndexRead:
                 if listed:
                     lists[key] = listed
             elif kind == _CHANGES:
-                changes = dataclasses.replace(changes, versions=count, entries=listed or "")
+                changes = Changes(count, listed or "", changes.postings, changes.salience)
             elif kind == _SALIENCE:
-                salience[key], memories[key] = listed, digits
+                salience[key] = listed
             elif kind == _CHANGED_SALIENCE:
-                changes.salience[key], changes.memories[key] = listed, digits
+                changes.salience[key] = listed
             elif listed:
                 changes.postings[key] = listed
-    return IndexRead(OwnerIndex(live, df, version, generation), lists, changes, salience, memories)
+    return IndexRead(OwnerIndex(live, df, version, generation), lists, changes, salience)

@@ -124,25 +124,23 @@ class EntrySalience:
         return self.codes.nbytes + self.memories.nbytes + Postings.OVERHEAD
 
     @classmethod
-    def read(
-        cls, listed: Mapping[str, str], digits: Mapping[str, str], index: OwnerIndex
-    ) -> "EntrySalience | None":
+    def read(cls, listed: Mapping[str, str], index: OwnerIndex) -> "EntrySalience | None":
         """From each salience's entries and their memories (a whole read); None for an
         owner whose entries lie too far apart, or too many values to code."""
         values = tuple(sorted(listed))
-        ids = [_ids(listed[value]) for value in values]
-        count = sum(len(i) for i in ids)
+        read = [_entries_and_memories(listed[value]) for value in values]
+        count = sum(len(entries) for entries, _ in read)
         if not count or len(values) >= _UNKNOWN:
             return None
-        low = min(int(i.min()) for i in ids if len(i))
-        span = max(int(i.max()) for i in ids if len(i)) - low + 1
+        low = min(int(entries.min()) for entries, _ in read if len(entries))
+        span = max(int(entries.max()) for entries, _ in read if len(entries)) - low + 1
         if span > 4 * count + _SPARE_IDS:
             return None
         codes = np.full(span, _UNKNOWN, dtype=np.uint8)
         memories = np.zeros((span, 2), dtype=np.uint64)
-        for code, (value, entries) in enumerate(zip(values, ids, strict=True)):
+        for code, (entries, their_memories) in enumerate(read):
             codes[entries - low] = code
-            memories[entries - low] = _memory_ids(digits.get(value), len(entries))
+            memories[entries - low] = their_memories
         return cls(low, codes, values, index.generation, index.version, memories)
 
     def followed(
@@ -159,8 +157,7 @@ class EntrySalience:
                 if len(values) >= _UNKNOWN - 1:
                     continue  # left unknown: the most assumed
                 values.append(value)
-            entries = _ids(listed)
-            found = _memory_ids(changes.memories.get(value), len(entries))
+            entries, found = _entries_and_memories(listed)
             top = int(entries.max()) if len(entries) else 0
             if top >= self.low + len(codes) and top - self.low < len(codes) + _SPARE_IDS:
                 grown = top - self.low + 1 - len(codes)
@@ -205,12 +202,14 @@ class EntrySalience:
         return at, (at >= 0) & (at < len(self.codes))
 
 
-def _memory_ids(digits: str | None, count: int) -> npt.NDArray[np.uint64]:
-    """`count` memory ids from their hexadecimal digits unseparated (the statement's
-    list), each as two unsigned integers; zeros when the digits are not all there."""
-    if not digits or len(digits) != 32 * count:
-        return np.zeros((count, 2), dtype=np.uint64)
-    return np.frombuffer(bytes.fromhex(digits), dtype=">u8").reshape(count, 2).astype(np.uint64)
+def _entries_and_memories(
+    digits: str | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
+    """Entry ids and their memories' ids (each two unsigned integers, the high 64 bits then
+    the low) from the statement's list: 48 hexadecimal digits an entry, 16 of its id then
+    32 of its memory's (owner_index._entries_and_memories)."""
+    words = np.frombuffer(bytes.fromhex(digits or ""), dtype=">u8").reshape(-1, 3)
+    return words[:, 0].astype(np.int64), words[:, 1:].astype(np.uint64)
 
 
 @dataclass(frozen=True)
@@ -376,7 +375,7 @@ class PostingsCache:
         self._keep(owner_id, words)
         if salience is None:
             whole = statistics_and_postings(owner_id, [], salience=True)
-            salience = EntrySalience.read(whole.salience, whole.memories, whole.index)
+            salience = EntrySalience.read(whole.salience, whole.index)
             if salience is not None:
                 self._keep_salience(owner_id, salience)
         if salience is not None and (salience.generation, salience.version) != (
