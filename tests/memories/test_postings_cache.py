@@ -159,9 +159,7 @@ def test_a_held_recall_bounds_the_meaning_part_by_the_matches_cosines(
     assert all(read is not None and read.reach is not None for read in held)
 
 
-def test_too_many_matches_to_scan_alone_are_bounded_by_every_vector(
-    user, walks, monkeypatch, held
-):
+def test_too_many_matches_to_scan_alone_are_bounded_by_every_vector(user, walks, monkeypatch, held):
     """Past `most_chosen` the matches that could place are not scanned one by one: every
     vector of the owner's bounds the cosine part, and recall still ranks as the reference."""
     monkeypatch.setattr(recall_service, "CHOSEN_SHARE", 10**6)
