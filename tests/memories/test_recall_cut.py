@@ -65,7 +65,7 @@ def postings_of_words(request, monkeypatch):
         # The cosine part's reach bounded by the matches' cosines (a blended query).
         monkeypatch.setattr(recall_service, "WIDE_QUERY", 0)
         monkeypatch.setattr(recall_service, "WIDE_SHARE", 0)
-    monkeypatch.setattr(recall_service, "CHOSEN_SHARE", 1)
+        monkeypatch.setattr(recall_service, "CHOSEN_SHARE", 1)
     POSTINGS.clear()
     yield
     POSTINGS.clear()
