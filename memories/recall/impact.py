@@ -329,7 +329,7 @@ class CosineBound:
     """How a recall blending in meaning bounds the reach of its cosine part: `ceiling`
     gives the most cosine (thousandths) the query has with these memories (ids as
     integers) or with any of the owner's (None). A memory scanned alone costs the worker
-    about sixteen times its share of a scan of all (its id looked up, its row fetched
+    about twelve times its share of a scan of all (its id looked up, its row fetched
     apart): at most `most_chosen` are given."""
 
     ceiling: Callable[[list[int] | None], int]
