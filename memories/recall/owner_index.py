@@ -4,7 +4,7 @@ frequency of each query key (`statistics`). A worker holding words' postings
 (memories.recall.postings) reads in that same statement the postings of the words it
 does not hold, and what the writes since the version of those it holds changed
 (`statistics_and_postings`), so that all of it is one state of the index on both
-databases; and, once per owner, every entry's salience.
+databases; and, once per owner, every entry's salience and memory id.
 
 A write to the index moves its version and records the entries it changed at that
 version (IndexChange, memories.recall.indexing): the held postings of a word are brought

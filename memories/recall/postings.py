@@ -21,13 +21,15 @@ are read again; a recall reads whole only those of its words not held. Recall ra
 outside any write transaction (memories.services.recall), so what is read, and held,
 has been committed.
 
-Each entry's salience is held beside the postings (`EntrySalience`: a byte per entry id),
-read whole the first time an owner's words are held and followed by the same changes: a
-match is handed over only when its relevance, the most history any memory can have and
-its own salience part reach the cut's floor less the reach, instead of the most salience
-any memory can have. At 100,000 memories that hands over about a sixth of the matches
-(docs/benchmarks.md). Only writes change an entry's salience, and each records its
-entries; recall's strengthening changes only the history, which keeps its global bound.
+Each entry's salience and memory id are held beside the postings (`EntrySalience`: 17
+bytes per entry id), read whole the first time an owner's words are held and followed by
+the same changes: a match is handed over only when its relevance, the most history any
+memory can have and its own salience part reach the cut's floor less the reach, instead
+of the most salience any memory can have (at 100,000 memories, about a sixth of the
+matches: docs/benchmarks.md); and the meaning part's reach is bounded by the vectors of
+the memories of the matches that could place (impact.read_held). Only writes change an
+entry's salience, and each records its entries; recall's strengthening changes only the
+history, which keeps its global bound.
 
 Only words worth it are held: a query whose words hold HOLD_FROM postings or more in all
 (below that, grouping them in SQL costs about what handing the matches over does). The
