@@ -36,6 +36,17 @@ def _recover_interrupted_imports() -> None:
         connections.close_all()
 
 
+def _warm_recent_owners() -> None:
+    """Read ahead the common words of the accounts likely to call soon (memories.recall.
+    warming), before the worker serves: read beside the first calls, it slowed them."""
+    from memories.recall import warm_recent_owners
+
+    try:
+        warm_recent_owners()
+    finally:
+        connections.close_all()
+
+
 def _recall_index_problem() -> str | None:
     """Why recall cannot serve as configured: the index's profile, or the embedder (checked
     here; its model loads on first use)."""
@@ -96,6 +107,7 @@ class TaprootASGI:
         if problem:
             raise StartupRefused(problem)
         await sync_to_async(_recover_interrupted_imports, thread_sensitive=True)()
+        await sync_to_async(_warm_recent_owners, thread_sensitive=True)()
         await self._lifespan_stack.enter_async_context(self.mcp.serving())
 
 

@@ -135,6 +135,9 @@ TAPROOT_VECTOR_CACHE_MB = env_int("TAPROOT_VECTOR_CACHE_MB", 256, minimum=16)
 # groups their postings in the worker rather than in the database (memories.recall.postings);
 # 0 keeps none.
 TAPROOT_POSTINGS_CACHE_MB = env_int("TAPROOT_POSTINGS_CACHE_MB", 64, minimum=0)
+# Whether a worker, as it starts, reads ahead the postings of the common words of the
+# accounts holding a valid access token (memories.recall.warming).
+TAPROOT_WARM_OWNERS = env_bool("TAPROOT_WARM_OWNERS", True)
 # Overrides for the recall ranking constants of the active profile (see
 # memories.recall.ranking.ActivationConfig).
 TAPROOT_ACTIVATION: dict[str, object] = {}

@@ -79,6 +79,14 @@ def _fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["tests.hashers.FastPBKDF2PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _no_reading_ahead(settings: Any) -> None:
+    # A worker reads recent accounts' common words ahead as it starts (memories.recall.
+    # warming): tests that start one keep the worker's caches as they were.
+    # tests/memories/test_warming.py turns it on.
+    settings.TAPROOT_WARM_OWNERS = False
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _static_files_listed_once_per_process() -> Iterator[None]:
     """Django's test Client builds the middleware anew for each Client, and

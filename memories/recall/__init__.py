@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         stored,
     )
     from memories.recall.tokens import STOP_WORDS, snowball_stem, stem, words
+    from memories.recall.warming import warm_recent_owners
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -87,6 +88,7 @@ __all__ = [
     "tag_keys",
     "token_entries",
     "vectors_for",
+    "warm_recent_owners",
     "words",
 ]
 
@@ -124,6 +126,7 @@ _HOMES = {
     "tag_keys": "indexing",
     "token_entries": "indexing",
     "vectors_for": "indexing",
+    "warm_recent_owners": "warming",
     "words": "tokens",
 }
 

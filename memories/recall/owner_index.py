@@ -79,6 +79,25 @@ def statistics_and_postings(
     return _read_index(owner_id, keys, postings=True, held=held, since=since, salience=salience)
 
 
+def keys_of_newest(owner_id: int, *, newest: int, least: int) -> dict[str, int]:
+    """The keys held by at least `least` of the owner's `newest` entries (the latest
+    written), each with how many of them hold it: a sample of which words are common in
+    the store, read from the token index's unique key (entry, key) rather than by
+    counting every posting of the owner's."""
+    token, entry = _table(MemoryToken), _table(RecallEntry)
+    sql = _sql(
+        f"SELECT t.key, COUNT(*) FROM {token} t WHERE t.entry_id IN (SELECT e.id"
+        f" FROM {entry} e WHERE e.owner_id = %s ORDER BY e.id DESC LIMIT %s)"
+        " GROUP BY t.key HAVING COUNT(*) >= %s",
+        owner_id,
+        newest,
+        least,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql.text, sql.params)
+        return dict(cursor.fetchall())
+
+
 # What each row of the statement is.
 _INDEX, _KEY, _CHANGES, _CHANGED_KEY, _SALIENCE, _CHANGED_SALIENCE = range(6)
 

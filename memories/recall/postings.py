@@ -35,6 +35,8 @@ Only words worth it are held: a query whose words hold HOLD_FROM postings or mor
 (below that, grouping them in SQL costs about what handing the matches over does). The
 words held and the owners' salience share a budget per worker
 (TAPROOT_POSTINGS_CACHE_MB); past it, the least recently used words go, then salience.
+A worker also reads ahead, as it starts, the commonest words of the owners likely to call
+soon (memories.recall.warming).
 """
 
 import threading

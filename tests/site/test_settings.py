@@ -243,6 +243,11 @@ def test_the_postings_cache_budget_is_configurable():
     assert loaded({"TAPROOT_POSTINGS_CACHE_MB": "0"})["TAPROOT_POSTINGS_CACHE_MB"] == 0
 
 
+def test_reading_owners_ahead_can_be_turned_off():
+    assert loaded({})["TAPROOT_WARM_OWNERS"] is True
+    assert loaded({"TAPROOT_WARM_OWNERS": "0"})["TAPROOT_WARM_OWNERS"] is False
+
+
 @pytest.mark.parametrize("secret", [None, "", "   "])
 def test_without_debug_a_missing_secret_key_refuses_to_start(secret):
     env = {"DEBUG": "0"} if secret is None else {"DEBUG": "0", "SECRET_KEY": secret}
