@@ -7,7 +7,7 @@ had just started took half again the time of later ones. So a worker, as it star
 before it serves a call, reads the postings of the words common among the newest memories
 (a sample: counting every posting of 100,000 memories takes seconds) of the owners who hold
 an access token still valid (those who will call soon), the latest issued first, stores
-too small to hold any words left out: the commonest words first, a few a statement, and
+too small to hold any words left out: the commonest words first, 16 a statement, and
 each owner's entries' salience with them, within half the postings budget in all (the
 other half is left to the words recalls ask for). At 100,000 memories that is about 150
 words and two seconds.

@@ -97,7 +97,7 @@ def test_only_the_owner_s_memories_are_counted(village, small, other_user):
     assert "otter" in common_words(other_user.pk, 30, room=10**6)
 
 
-def _token(user, *, expires_in=timedelta(hours=1)):
+def _token(user, *, expires_in=timedelta(hours=1), issued=None):
     application = get_application_model().objects.create(
         name=f"client of {user.username}",
         client_type="public",
@@ -105,13 +105,16 @@ def _token(user, *, expires_in=timedelta(hours=1)):
         redirect_uris="https://claude.ai/api/mcp/auth_callback",
         user=user,
     )
-    return get_access_token_model().objects.create(
+    token = get_access_token_model().objects.create(
         user=user,
         application=application,
-        token=f"token-{user.username}-{expires_in}",
+        token=f"token-{application.pk}",
         expires=timezone.now() + expires_in,
         scope="memories",
     )
+    if issued is not None:
+        get_access_token_model().objects.filter(pk=token.pk).update(created=issued)
+    return token
 
 
 def test_the_owners_read_ahead_hold_a_valid_token_and_a_large_store(
@@ -121,11 +124,17 @@ def test_the_owners_read_ahead_hold_a_valid_token_and_a_large_store(
     for n in range(30):
         _remember(other_user, n, "An otter in the reeds.")
         _remember(third, n, "A heron by the weir.")
-    _remember(django_user_model.objects.create_user(username="dan", password="pw-dan-1234"), 1, "x")
-    for user in django_user_model.objects.all():
-        _token(user, expires_in=timedelta(hours=-1) if user == third else timedelta(hours=1))
+    dan = django_user_model.objects.create_user(username="dan", password="pw-dan-1234")
+    _remember(dan, 1, "A store too small.")
+    now = timezone.now()
+    _token(third, expires_in=timedelta(hours=-1), issued=now)  # expired
+    _token(dan, issued=now)
+    _token(other_user, issued=now - timedelta(minutes=2))
+    _token(village, issued=now - timedelta(minutes=1))
 
-    assert sorted(recent_owners()) == sorted([(village.pk, 30), (other_user.pk, 30)])
+    assert recent_owners() == [(village.pk, 30), (other_user.pk, 30)]  # the latest token first
+    _token(other_user, issued=now)
+    assert recent_owners() == [(other_user.pk, 30), (village.pk, 30)]
 
 
 def test_the_words_read_ahead_are_held_and_recall_ranks_as_the_reference_from_them(
