@@ -72,16 +72,20 @@ def warm_recent_owners() -> None:
     try:
         for owner_id, live in recent_owners():
             room = POSTINGS.budget // 2 - POSTINGS.held_bytes()
-            words = common_words(owner_id, live, room)
-            batches = [words[start : start + BATCH] for start in range(0, len(words), BATCH)]
-            if len(batches) > 1 and len(batches[-1]) < 2:  # a word alone is not held
-                alone = batches.pop()
-                batches[-1] += alone
-            for batch in batches:
-                if len(batch) >= 2:
-                    POSTINGS.statistics(owner_id, batch)
+            for batch in _batches(common_words(owner_id, live, room)):
+                POSTINGS.statistics(owner_id, batch)
     except Exception:  # only a head start: the worker starts without it
         logger.warning("Could not read recent accounts' common words ahead.", exc_info=True)
+
+
+def _batches(words: list[str]) -> list[list[str]]:
+    """The words in runs of BATCH, each of two words at least: the postings of a word read
+    alone are not held (only a query of several words is served from them)."""
+    batches = [words[start : start + BATCH] for start in range(0, len(words), BATCH)]
+    if len(batches) > 1 and len(batches[-1]) < 2:
+        alone = batches.pop()
+        batches[-1] += alone
+    return [batch for batch in batches if len(batch) >= 2]
 
 
 def recent_owners() -> list[tuple[int, int]]:
