@@ -315,24 +315,24 @@ class Matches:
     """Every match of a query (its entry ids) and its hits, as the worker found them from
     held postings (memories.recall.postings), and where the worker holds them, each one's
     salience part of its score (None: the most any memory can have is assumed) and what
-    finds entries' memories (`memory_keys`: their ids as integers, uuid.UUID.int, or None
-    when one is not known)."""
+    finds entries' memories (`memory_keys`: their ids as halves, semantic.id_halves, or
+    None when one is not known)."""
 
     entries: npt.NDArray[np.int64]
     hits: npt.NDArray[np.int64]
     salience: npt.NDArray[np.float64] | None = None
-    memory_keys: Callable[[npt.NDArray[np.int64]], list[int] | None] | None = None
+    memory_keys: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.uint64] | None] | None = None
 
 
 @dataclass(frozen=True)
 class CosineBound:
     """How a recall blending in meaning bounds the reach of its cosine part: `ceiling`
     gives the most cosine (thousandths) the query has with these memories (ids as
-    integers) or with any of the owner's (None). A memory scanned alone costs the worker
-    about twelve times its share of a scan of all (its id looked up, its row fetched
-    apart): at most `most_chosen` are given."""
+    halves, semantic.id_halves) or with any of the owner's (None). A memory scanned
+    alone costs the worker about twelve times its share of a scan of all (its id
+    looked up, its row fetched apart): at most `most_chosen` are given."""
 
-    ceiling: Callable[[list[int] | None], int]
+    ceiling: Callable[[npt.NDArray[np.uint64] | None], int]
     most_chosen: int
 
 

@@ -188,15 +188,16 @@ class EntrySalience:
         found[inside] = self.codes[at[inside]]
         return table[found]
 
-    def memory_keys(self, entries: npt.NDArray[np.int64]) -> list[int] | None:
-        """Each entry's memory id as an integer (uuid.UUID.int); None when one is not known."""
+    def memory_keys(self, entries: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64] | None:
+        """Each entry's memory id as two unsigned integers, its high 64 bits then its low
+        (semantic.id_halves); None when one is not known."""
         at, inside = self._at(entries)
         if not inside.all():
             return None
         pairs = self.memories[at]
         if not pairs.any(axis=1).all():
             return None
-        return [(high << 64) | low for high, low in pairs.tolist()]
+        return pairs
 
     def _at(
         self, entries: npt.NDArray[np.int64]

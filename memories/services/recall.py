@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+import numpy.typing as npt
 from django.db import connection, transaction
 
 from memories.conf import activation_config, embedder, ranking_profile
@@ -194,7 +196,7 @@ def rank_memories(
 def _ceiling(
     owner_id: int,
     query_vector: Vector,
-    keys: list[int] | None,
+    keys: npt.NDArray[np.uint64] | None,
     *,
     embedder: Embedder,
     index: OwnerIndex,

@@ -297,3 +297,42 @@ def test_the_cosine_ceiling_is_never_below_a_memorys_exact_cosine_and_close_to_t
         exact = [c or 0 for c in cosines(query, [to_bytes(v) for v in vectors])]
         assert max(exact) <= held.ceiling(query) <= max(exact) + 3
     assert OwnerVectors("test", 256, None).ceiling(query) == 0
+
+
+def test_rows_are_found_by_their_memory_ids_halves_whatever_the_ids():
+    """A recall's chosen memories are found by their ids' halves: random ids, ids sharing
+    their high half (as imported ones may), ids taken in after the halves were sorted and
+    ids not held (left out) alike; the ceiling over them is the best of their rows."""
+    import numpy as np
+
+    from memories.recall.embedding import to_bytes
+    from memories.recall.semantic import OwnerVectors, id_halves
+
+    rng = np.random.default_rng(11)
+    vectors = rng.normal(size=(400, 256)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [uuid.uuid4() for _ in range(200)] + [uuid.UUID(int=i + 1) for i in range(200)]
+    never_held = [uuid.uuid4(), uuid.UUID(int=(7 << 64) | 9), uuid.UUID(int=1 << 64)]
+    held = OwnerVectors("test", 256, None)
+
+    def found_right(count: int) -> None:
+        for _ in range(10):
+            size = int(rng.integers(1, 60))
+            chosen = sorted(rng.choice(count, size=size, replace=False).tolist())
+            keys = id_halves([ids[i] for i in chosen] + never_held)
+            assert sorted(held.rows_of(keys).tolist()) == chosen
+            query = vectors[chosen[0]] + rng.normal(size=256).astype(np.float32)
+            query /= np.linalg.norm(query)
+            alone = OwnerVectors("test", 256, None)
+            alone.apply((ids[i], to_bytes(vectors[i])) for i in chosen)
+            assert held.ceiling(query, keys) == alone.ceiling(query)
+
+    held.apply((ids[i], to_bytes(vectors[i])) for i in range(180))
+    found_right(180)  # the halves sorted as of 180 rows
+    held.apply((ids[i], to_bytes(vectors[i])) for i in range(180, 200))
+    found_right(200)  # 20 rows after them: looked up by their whole ids
+    held.apply((ids[i], to_bytes(vectors[i])) for i in range(200, 400))
+    found_right(400)  # sorted again; half the ids share their high half
+    assert held.rows_of(id_halves(never_held)).tolist() == []
+    query = vectors[0]
+    assert held.ceiling(query, id_halves([])) == 0

@@ -24,7 +24,7 @@ from memories.portability.backups import new_index_generation
 from memories.recall import impact, indexing, owner_index, postings
 from memories.recall.owner_index import statistics
 from memories.recall.postings import POSTINGS, Postings, PostingsCache, grouped_hits
-from memories.recall.semantic import cosines, embed_query
+from memories.recall.semantic import cosines, embed_query, id_halves
 from memories.services import import_store, restore_snapshot
 from tests.conftest import NOW
 from tests.memories.test_import import fixture_text
@@ -151,9 +151,9 @@ def test_a_held_recall_bounds_the_meaning_part_by_the_matches_cosines(
     live = set(Memory.objects.for_owner(user).live().values_list("pk", flat=True))
     query = embed_query(embedder(), QUERY)
     for (keys, found, everything), ids in zip(asked, placed, strict=True):
-        assert {uuid.UUID(i).int for i in ids} <= set(keys)
-        assert {uuid.UUID(int=key) for key in keys} <= live
-        stored = MemoryVector.objects.filter(memory_id__in=[uuid.UUID(int=k) for k in keys])
+        chosen = {uuid.UUID(int=(high << 64) | low) for high, low in keys.tolist()}
+        assert {uuid.UUID(i) for i in ids} <= chosen <= live
+        stored = MemoryVector.objects.filter(memory_id__in=chosen)
         exact = cosines(query, [bytes(v) for v in stored.values_list("vector", flat=True)])
         assert max(exact) <= found <= everything
     assert all(read is not None and read.reach is not None for read in held)
@@ -216,7 +216,9 @@ def assert_salience_is_the_index(user) -> None:
     } == stored
     live = np.array(sorted(stored), dtype=np.int64)
     memories = dict(entries.values_list("pk", "memory_id"))
-    assert held.memory_keys(live) == [memories[entry].int for entry in live.tolist()]
+    assert (
+        held.memory_keys(live).tolist() == id_halves([memories[e] for e in live.tolist()]).tolist()
+    )
 
 
 @pytest.fixture
