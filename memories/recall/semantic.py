@@ -11,6 +11,7 @@ cosine any memory has with a query that many memories match.
 
 import ctypes
 import math
+import mmap
 import threading
 import uuid
 from collections import OrderedDict
@@ -33,6 +34,8 @@ _PRODUCT = _SCALE * _SCALE
 # Thousandths by which a float32 scan of cosines may miss the exact one (float32 sums of a
 # few hundred products, far under a thousandth), and then some.
 _SCAN_ROOM = 2
+# Rows copied out at once to scan a recall's chosen memories: 512 KB.
+_GATHERED = 512
 
 
 # What an embedder reads of a memory or a query, at most. Its cost grows with the text
@@ -150,7 +153,7 @@ class OwnerVectors:
         # Row of each memory, by its id as an integer (uuid.UUID.int): a recall looks up
         # hundreds, and an integer hashes without Python code.
         self.row_of: dict[int, int] = {}
-        self._rows = np.zeros((max(rows, 64), dimension), dtype=np.float32)
+        self._rows = mapped_rows(max(rows, 64), dimension)
         # Rows whose memory has no vector now (its text lost every token).
         self.empty: set[int] = set()
         # Each row's memory id as two unsigned integers, its high 64 bits then its low (as
@@ -179,8 +182,9 @@ class OwnerVectors:
                 row = self.row_of[memory_id.int] = len(self.ids)
                 self.ids.append(memory_id)
                 if row == len(self._rows):
-                    more = np.zeros((len(self._rows) // 4 + 64, self._rows.shape[1]), np.float32)
-                    self._rows = np.concatenate([self._rows, more])
+                    grown = mapped_rows(len(self._rows) * 5 // 4 + 64, self._rows.shape[1])
+                    grown[:row] = self._rows
+                    self._rows = grown
             if data:
                 self._rows[row] = from_bytes(data)
                 self.empty.discard(row)
@@ -188,9 +192,9 @@ class OwnerVectors:
                 self._rows[row] = 0
                 self.empty.add(row)
         if len(self.ids) > held:
-            grown = len(self._rows) - len(self._halves)
-            if grown:
-                self._halves = np.concatenate([self._halves, np.zeros((grown, 2), np.uint64)])
+            more = len(self._rows) - len(self._halves)
+            if more:
+                self._halves = np.concatenate([self._halves, np.zeros((more, 2), np.uint64)])
             self._halves[held : len(self.ids)] = id_halves(self.ids[held:])
 
     def rows_of(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.intp]:
@@ -241,14 +245,21 @@ class OwnerVectors:
     def ceiling(self, query: Vector, keys: npt.NDArray[np.uint64] | None = None) -> int:
         """A cosine (thousandths) no memory held here exceeds with the query, or none of
         these memories (keys: ids as halves, `id_halves`; one not held has no vector,
-        cosine 0): the float32 scan's best, with room for its rounding."""
-        rows = self.matrix
-        if keys is not None:
-            rows = rows[self.rows_of(keys)]
-        if not len(rows):
+        cosine 0): the float32 scan's best, with room for its rounding. Chosen rows are
+        copied out and scanned a few hundred at a time, so that the copy stays in the
+        processor's cache."""
+        target = query_stored(query)
+        if keys is None:
+            bests = [scan(self.matrix, target).max()] if self.ids else []
+        else:
+            rows = np.sort(self.rows_of(keys))
+            bests = [
+                scan(self.matrix[rows[start : start + _GATHERED]], target).max()
+                for start in range(0, len(rows), _GATHERED)
+            ]
+        if not bests:
             return 0
-        best = float(scan(rows, query_stored(query)).max())
-        return min(1000, max(0, math.ceil(1000 * best) + _SCAN_ROOM))
+        return min(1000, max(0, math.ceil(1000 * float(max(bests))) + _SCAN_ROOM))
 
     def nearest(
         self, query: Vector, *, floor_milli: int, limit: int, exclude: set[uuid.UUID]
@@ -508,25 +519,40 @@ def _rows_since(
         yield memory_id, bytes(data)
 
 
-# glibc's mallopt parameters, and the mmap threshold kept: its default, 128 KiB.
-_M_MMAP_THRESHOLD = -3
+def mapped_rows(count: int, dimension: int) -> npt.NDArray[np.float32]:
+    """Zeroed float32 rows in memory mapped for them alone, given back to the system as
+    soon as they are let go.
+
+    From malloc, a matrix freed once its owner is let go could leave a hole in the heap:
+    glibc raises its mmap threshold to the size of any mapped block freed, so after the
+    first, owners' matrices (a megabyte at 1,000 memories) came from the heap, and a cache
+    kept at its budget by 8 threads serving 300 owners grew its process past base +
+    budget, and kept growing (docs/benchmarks.md, issue 32 item 7). Fixing the threshold
+    at its default instead mapped every block of 128 KiB or more, a recall's passing
+    arrays too, each page faulted in anew on every use: a recall of six common words at
+    100,000 memories took a quarter longer. Like numpy, large rows ask the kernel for
+    huge pages (fewer misses when a recall reads rows here and there)."""
+    size = max(count * dimension * 4, 1)
+    memory = mmap.mmap(-1, size)
+    if size >= _HUGE_PAGE_FROM and hasattr(mmap, "MADV_HUGEPAGE"):
+        memory.madvise(mmap.MADV_HUGEPAGE)
+    return np.frombuffer(memory, dtype=np.float32, count=count * dimension).reshape(
+        count, dimension
+    )
+
+
+# numpy's own threshold for asking for huge pages.
+_HUGE_PAGE_FROM = 4 * 1024 * 1024
+# glibc's mallopt parameter for the number of heaps.
 _M_ARENA_MAX = -8
-MMAP_THRESHOLD = 128 * 1024
 ARENA_MAX = 2
 
 
-def give_back_let_go_owners() -> bool:
-    """Make glibc's malloc give the memory of an owner let go back to the system (once per
-    process, before the cache fills; False where the C library is not glibc).
-
-    Left as it is, glibc raises its mmap threshold to the size of any mapped block freed:
-    after the first owner is let go, owners' matrices (a megabyte at 1,000 memories) come
-    from the heap, where freed ones leave holes, and each thread of a worker's pool may
-    allocate in a heap of its own (up to 8 per core). A cache kept at its 255 MB budget
-    by 8 threads serving 300 owners of 1,000 memories then grew its process past its base
-    + budget, and kept growing (+64 MB after 2,500 recalls); with the threshold fixed and
-    two heaps, +7 MB, steady (docs/benchmarks.md, issue 32 item 7). A fixed threshold maps
-    every block of 128 KiB or more apart, so a matrix freed is unmapped at once."""
+def keep_heaps_few() -> bool:
+    """Let glibc's malloc keep two heaps for all the threads of a worker (once per process;
+    False where the C library is not glibc). Left as it is, each thread of a worker's pool
+    may allocate in a heap of its own, up to 8 per core, each holding on to what its
+    thread freed (docs/benchmarks.md, issue 32 item 7)."""
     try:
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
@@ -534,10 +560,8 @@ def give_back_let_go_owners() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        mallopt(_M_ARENA_MAX, ARENA_MAX)
-    )
+    return bool(mallopt(_M_ARENA_MAX, ARENA_MAX))
 
 
-give_back_let_go_owners()
+keep_heaps_few()
 CACHE = VectorCache()

@@ -299,14 +299,18 @@ def test_the_cosine_ceiling_is_never_below_a_memorys_exact_cosine_and_close_to_t
     assert OwnerVectors("test", 256, None).ceiling(query) == 0
 
 
-def test_rows_are_found_by_their_memory_ids_halves_whatever_the_ids():
+def test_rows_are_found_by_their_memory_ids_halves_whatever_the_ids(monkeypatch):
     """A recall's chosen memories are found by their ids' halves: random ids, ids sharing
     their high half (as imported ones may), ids taken in after the halves were sorted and
-    ids not held (left out) alike; the ceiling over them is the best of their rows."""
+    ids not held (left out) alike; the ceiling over them is the best of their rows,
+    scanned a few at a time."""
     import numpy as np
 
+    from memories.recall import semantic
     from memories.recall.embedding import to_bytes
     from memories.recall.semantic import OwnerVectors, id_halves
+
+    monkeypatch.setattr(semantic, "_GATHERED", 7)
 
     rng = np.random.default_rng(11)
     vectors = rng.normal(size=(400, 256)).astype(np.float32)
