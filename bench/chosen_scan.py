@@ -12,9 +12,9 @@ most cosine among them timed, then the most among every vector. Prints the media
 `--rounds` of each, in milliseconds; `--out` writes the same as JSON rows. Nothing here
 touches a database.
 
-Run from a tree of the code before (`git archive REV | tar -x -C DIR`, then `cd DIR`), it
-times the ids as that code took them: whole integers, made from the halves as its
-postings made them.
+The code before this kept no halves; its figures came from this bench as it was then
+(`git show 4e2fba8:bench/chosen_scan.py`), run from a tree of it, which gave it the ids as
+whole integers made from the halves, as its postings did (docs/benchmarks.md).
 """
 
 import argparse
@@ -35,28 +35,15 @@ DEFAULT_CHOSEN = (1000, 2500, 5000, 8000, 12000, 17600, 25000)
 
 def held_vectors(size: int, dimension: int, seed: int) -> tuple[Any, Any]:
     """An OwnerVectors holding `size` random unit vectors, and the halves of its ids."""
-    from memories.recall.embedding import to_bytes
-    from memories.recall.semantic import OwnerVectors
+    from memories.recall import OwnerVectors, id_halves, stored
 
     rng = np.random.default_rng(seed)
     ids = [uuid.UUID(bytes=bytes(rng.integers(0, 256, 16, dtype=np.uint8))) for _ in range(size)]
     vectors = rng.normal(size=(size, dimension)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     held = OwnerVectors("bench", dimension, None, rows=size)
-    held.apply((i, to_bytes(vector)) for i, vector in zip(ids, vectors, strict=True))
-    joined = b"".join(memory_id.bytes for memory_id in ids)
-    halves = np.frombuffer(joined, dtype=">u8").reshape(-1, 2).astype(np.uint64)
-    return held, halves
-
-
-def as_given() -> Callable[[Any], Any]:
-    """How this tree's ceiling takes chosen memories: halves as they are, or (before)
-    whole integers made from them."""
-    from memories.recall import semantic
-
-    if hasattr(semantic, "id_halves"):
-        return lambda chosen: chosen
-    return lambda chosen: [(high << 64) | low for high, low in chosen.tolist()]
+    held.apply((i, stored(vector)) for i, vector in zip(ids, vectors, strict=True))
+    return held, id_halves(ids)
 
 
 def median_ms(call: Callable[[], object], rounds: int) -> float:
@@ -72,20 +59,14 @@ def measure(
     size: int, chosen_counts: Sequence[int], *, rounds: int, seed: int = 7
 ) -> list[dict[str, Any]]:
     held, halves = held_vectors(size, 256, seed)
-    given = as_given()
     rng = np.random.default_rng(seed + 1)
     query = rng.normal(size=256).astype(np.float32)
     query /= np.linalg.norm(query)
     everything = median_ms(lambda: held.ceiling(query), rounds)
-
-    def bound(chosen: Any) -> int:
-        """The most cosine among the chosen, their ids made into what the ceiling takes."""
-        return int(held.ceiling(query, given(chosen)))
-
     rows = []
     for count in chosen_counts:
         chosen = halves[rng.choice(size, size=min(count, size), replace=False)]
-        alone = median_ms(functools.partial(bound, chosen), rounds)
+        alone = median_ms(functools.partial(held.ceiling, query, chosen), rounds)
         rows.append({"chosen": count, "alone_ms": alone, "every_vector_ms": everything})
     return rows
 

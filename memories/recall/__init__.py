@@ -2,7 +2,7 @@
 pure), how a query and a memory become index entries and how candidates are ranked
 (ranking, pure), what a recall reads of the index as a whole (owner_index), the ranking
 in SQL (scoring and impact, their statements built with sql), the postings a worker holds
-(postings), and recall by meaning (embedding, onnx_embedding, semantic).
+(postings), and recall by meaning (embedding, onnx_embedding, semantic, vector_cache).
 
 This package is recall's one face: the interfaces (the tools, the dashboard, OAuth, the
 admin, the management commands, the bench, taproot_site) import these names from
@@ -44,15 +44,17 @@ if TYPE_CHECKING:
         parse_query,
     )
     from memories.recall.semantic import (
+        OwnerVectors,
         QueryVector,
-        VectorCache,
         cosines,
+        id_halves,
         memory_text,
         query_stored,
         query_text,
         stored,
     )
     from memories.recall.tokens import STOP_WORDS, snowball_stem, stem, words
+    from memories.recall.vector_cache import VectorCache
     from memories.recall.warming import warm_recent_owners
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "TAPROOT",
     "ActivationConfig",
     "EmbedderUnavailable",
+    "OwnerVectors",
     "QueryVector",
     "VectorCache",
     "Vectors",
@@ -70,6 +73,7 @@ __all__ = [
     "embedder_named",
     "embedder_problem",
     "embedding_text",
+    "id_halves",
     "index_entries",
     "index_key",
     "index_mismatch",
@@ -97,10 +101,11 @@ _HOMES = {
     "ActivationConfig": "ranking",
     "DEFAULT_PROFILE": "ranking",
     "EmbedderUnavailable": "embedding",
+    "OwnerVectors": "semantic",
     "POSTINGS": "postings",
     "QueryVector": "semantic",
     "REBUILD_BATCH": "indexing",
-    "VectorCache": "semantic",
+    "VectorCache": "vector_cache",
     "STOP_WORDS": "tokens",
     "TAPROOT": "ranking",
     "Vectors": "indexing",
@@ -108,6 +113,7 @@ _HOMES = {
     "embedder_named": "embedding",
     "embedder_problem": "indexing",
     "embedding_text": "indexing",
+    "id_halves": "semantic",
     "index_entries": "ranking",
     "index_key": "ranking",
     "index_mismatch": "indexing",

@@ -31,7 +31,8 @@ from memories.recall.ranking import (
     rank,
 )
 from memories.recall.scoring import EPSILON, Band, Filters, best_candidates
-from memories.recall.semantic import CACHE, QueryVector, embed_query
+from memories.recall.semantic import QueryVector, embed_query
+from memories.recall.vector_cache import CACHE
 from memories.refs import IdPrefix, Resolved
 from memories.services._common import distinct, now_or
 from memories.shortids import resolve_prefixes

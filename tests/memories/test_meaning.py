@@ -16,7 +16,7 @@ from memories.conf import activation_config, embedder
 from memories.models import ChangeSource, Memory, Revision, Snapshot
 from memories.recall.owner_index import statistics
 from memories.recall.ranking import MEANING_FLOOR, activation, relevance_value
-from memories.recall.semantic import VectorCache
+from memories.recall.vector_cache import VectorCache
 from memories.services import edit_gist, import_store, migrate, restore_revision, restore_snapshot
 from tests.conftest import NOW
 from tests.memories.conftest import embedded_cosine

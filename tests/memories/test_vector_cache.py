@@ -13,7 +13,8 @@ from memories.conf import embedder
 from memories.models import MemoryVector
 from memories.recall.embedding import to_bytes
 from memories.recall.owner_index import statistics
-from memories.recall.semantic import OwnerVectors, VectorCache
+from memories.recall.semantic import OwnerVectors
+from memories.recall.vector_cache import VectorCache
 
 pytestmark = pytest.mark.django_db
 
@@ -137,7 +138,7 @@ def test_of_two_loads_at_once_the_newer_is_kept(owners, semantic):
 def test_recalls_of_one_owner_at_once_read_its_vectors_once_and_keep_no_other_waiting(
     owners, semantic, monkeypatch
 ):
-    from memories.recall import semantic as module
+    from memories.recall import vector_cache as module
 
     ana, ben, _ = owners
     query = semantic.embed(["beans"])[0]
@@ -183,7 +184,7 @@ def test_recalls_of_one_owner_at_once_read_its_vectors_once_and_keep_no_other_wa
 
 def _whole_reads(monkeypatch) -> list[int]:
     """The owners whose vectors the cache reads whole from now on."""
-    from memories.recall import semantic as module
+    from memories.recall import vector_cache as module
 
     reads: list[int] = []
     rows_since = module._rows_since
