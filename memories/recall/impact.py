@@ -329,8 +329,8 @@ class CosineBound:
     """How a recall blending in meaning bounds the reach of its cosine part: `ceiling`
     gives the most cosine (thousandths) the query has with these memories (ids as
     halves, semantic.id_halves) or with any of the owner's (None). A memory scanned
-    alone costs the worker about twelve times its share of a scan of all (its id
-    looked up, its row fetched apart): at most `most_chosen` are given."""
+    alone costs the worker about six times its share of a scan of all (its id
+    searched, its row copied out): at most `most_chosen` are given."""
 
     ceiling: Callable[[npt.NDArray[np.uint64] | None], int]
     most_chosen: int

@@ -47,9 +47,10 @@ from memories.timeutil import micros
 WIDE_QUERY = 200
 WIDE_SHARE = 1 / 50
 # A held recall bounds it by the vectors of the matches that could place, when they are
-# at most this share of the owner's store: at 100,000 memories a scan of all took 7–8 ms,
-# of 1,200–4,800 chosen 1.2–4.6 ms, of 8,000 as long as all (docs/benchmarks.md).
-CHOSEN_SHARE = 16
+# at most this share of the owner's store: at 100,000 memories a scan of all took 10–12
+# ms, of 8,000 chosen 6.4–7.1 ms, of 12,000 9.7–11.5 (bench.chosen_scan,
+# docs/benchmarks.md).
+CHOSEN_SHARE = 8
 
 
 @dataclass(frozen=True)
