@@ -15,15 +15,11 @@ import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from memories.recall.embedding import STORED_DTYPE, Embedder, Vector, from_bytes, to_bytes
-
-if TYPE_CHECKING:
-    pass
 
 # float16 values are whole multiples of 2**-24, so scaled by 2**24 they are exact integers,
 # and so are the products of two of them (2**-48).
