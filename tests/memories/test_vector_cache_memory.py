@@ -50,7 +50,7 @@ def test_an_owners_accounted_size_is_what_its_vectors_and_ids_truly_take(count: 
 def test_an_owner_let_go_gives_its_rows_back_and_passing_arrays_stay_on_the_heap() -> None:
     """glibc raises its mmap threshold to the size of a mapped block freed, so a matrix
     from malloc could come from the heap and stay there once freed: owners' rows are
-    mapped apart, and given back however many came and went before. A recall's passing
+    mapped apart, and given back after another owner came and went. A recall's passing
     arrays come from the heap, not mapped and faulted in anew each time."""
     script = textwrap.dedent(
         """
