@@ -11,11 +11,12 @@ from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
-from django.db import connection, transaction
+from django.db import connection
+from django.db.models.query import RawQuerySet
 
 from memories.conf import activation_config, embedder, ranking_profile
 from memories.limits import DEFAULT_RECALL_LIMIT
-from memories.models import Category, Memory, RecallEntry, User
+from memories.models import Category, Memory, User
 from memories.recall.embedding import Embedder, Vector
 from memories.recall.impact import CosineBound, holding_any
 from memories.recall.indexing import tag_key
@@ -35,8 +36,8 @@ from memories.recall.semantic import QueryVector, embed_query
 from memories.recall.vector_cache import CACHE
 from memories.refs import IdPrefix, Resolved
 from memories.services._common import distinct, now_or
+from memories.services.strengthening import strengthen
 from memories.shortids import resolve_prefixes
-from memories.timeutil import micros
 
 # A blended query whose words this many memories hold in all (the sum of their document
 # frequencies, at least the number of matches), and at least this share of the owner's
@@ -90,6 +91,8 @@ class Ranking:
     ranked: list[Ranked]
     only_stop_words: bool = False
     meaning_only: set[uuid.UUID] = field(default_factory=set)
+    # The ranked memories themselves, when ranking read them whole (a recall by ids alone).
+    memories: dict[uuid.UUID, Memory] | None = None
 
 
 def rank_memories(
@@ -110,6 +113,8 @@ def rank_memories(
     query = parse_query(filters.query, profile)
     if query.only_stop_words:
         return Ranking([], only_stop_words=True)
+    if query.blank and filters.ids is not None and not filters.tags:
+        return _by_ids(owner, filters, now=now, config=config)
     keyword_factor, content_factor = profile.factors(config)
     narrowing = Filters(
         category=filters.category, ids=filters.ids, tag_keys=filters.tag_keys, since=filters.since
@@ -193,6 +198,47 @@ def rank_memories(
         )
     ranked = rank(matches + alone, denominator=denominator, now=now, config=config)
     return Ranking(ranked[: filters.limit], meaning_only={c.id for c in alone})
+
+
+def _by_ids(
+    owner: User, filters: RecallFilters, *, now: datetime, config: ActivationConfig
+) -> Ranking:
+    """A recall by ids alone (no query, no tags): at most MAX_RECALL_IDS memories, read
+    whole in one statement and ranked here by the reference formula, from the fields their
+    recall entries copy. The memories come back with the ranking, so the recall reads
+    nothing more before it strengthens them."""
+    memories = {memory.pk: memory for memory in _live_by_ids(owner, filters)}
+    candidates = [
+        Candidate(
+            id=memory.pk,
+            salience=memory.salience,
+            retrieval_count=memory.retrieval_count,
+            last_retrieved=memory.last_retrieved,
+            created_at=memory.created_at,
+            updated_at=memory.updated_at,
+        )
+        for memory in memories.values()
+    ]
+    ranked = rank(candidates, denominator=None, now=now, config=config)
+    return Ranking(ranked[: filters.limit], memories=memories)
+
+
+def _live_by_ids(owner: User, filters: RecallFilters) -> RawQuerySet[Memory]:
+    """The owner's live memories among `filters.ids`, in their category and updated since,
+    when those are asked for. A statement written once: the ORM's query for it costs about
+    as much to compile as the database takes to answer it."""
+    assert filters.ids
+    pk = Memory._meta.pk
+    assert pk is not None
+    conditions = [_LIVE_BY_IDS.format(ids=", ".join(["%s"] * len(filters.ids)))]
+    params: list[object] = [owner.pk, *(pk.get_db_prep_value(i, connection) for i in filters.ids)]
+    if filters.category is not None:
+        conditions.append("category = %s")
+        params.append(filters.category)
+    if filters.since is not None:
+        conditions.append("updated_at >= %s")
+        params.append(connection.ops.adapt_datetimefield_value(filters.since))
+    return Memory.objects.raw(" AND ".join(conditions), params)
 
 
 def _ceiling(
@@ -336,8 +382,11 @@ def recall(
     ranking = rank_memories(owner, filters, now=now, ahead=query_vector)
     if ranking.only_stop_words:
         return Recalled([], only_stop_words=True, prefixes=resolved)
-    chosen_ids = [item.candidate.id for item in ranking.ranked]
-    memories = Memory.objects.for_owner(owner).live().filter(pk__in=chosen_ids).order_by().in_bulk()
+    memories = ranking.memories
+    if memories is None:
+        chosen_ids = [item.candidate.id for item in ranking.ranked]
+        found = Memory.objects.for_owner(owner).live().filter(pk__in=chosen_ids).order_by()
+        memories = found.in_bulk()
     hits: list[Hit] = []
     truncated = False
     for item in ranking.ranked:
@@ -356,7 +405,7 @@ def recall(
         hits.append(hit)
     retrieved = [hit.memory.pk for hit in hits if not hit.by_meaning]
     if retrieved:
-        counts = _strengthen(owner, retrieved, now=now)
+        counts = strengthen(owner, retrieved, now=now)
         # A memory deleted or archived since it was read is not returned.
         hits = [hit for hit in hits if hit.by_meaning or hit.memory.pk in counts]
         for hit in hits:
@@ -382,73 +431,8 @@ def _missing(owner: User, ids: list[uuid.UUID], hits: list[Hit]) -> list[uuid.UU
     return [i for i in unreturned if i not in live]
 
 
-def _strengthen(owner: User, ids: list[uuid.UUID], *, now: datetime) -> dict[uuid.UUID, int]:
-    """Count one more retrieval of each memory still live; their counts as now stored.
-
-    Raw SQL, because the ORM has no UPDATE … RETURNING: the counts come back from the
-    statement that raises them, with no read before it. On PostgreSQL one statement
-    locks the memories in id order (so two recalls never wait on each other crosswise),
-    raises each count from the row as it stands once locked (so concurrent recalls lose
-    no increment), skips a memory archived or deleted meanwhile, and raises its recall
-    entry's count with it. SQLite cannot change two tables in one statement: there it is
-    two, in one transaction, which holds the database's write lock throughout.
-    """
-    memory_ids = [Memory._meta.pk.get_db_prep_value(i, connection) for i in ids]
-    moment = connection.ops.adapt_datetimefield_value(now)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _STRENGTHEN_POSTGRES,
-                [owner.pk, memory_ids, moment, moment, micros(now)],
-            )
-            rows = cursor.fetchall()
-    else:
-        marks = ", ".join(["%s"] * len(memory_ids))
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
-                _STRENGTHEN_MEMORIES.format(ids=marks), [moment, moment, owner.pk, *memory_ids]
-            )
-            rows = cursor.fetchall()
-            if rows:
-                marks = ", ".join(["%s"] * len(rows))
-                cursor.execute(
-                    _STRENGTHEN_ENTRIES.format(ids=marks), [micros(now), *(pk for pk, _ in rows)]
-                )
-    return {_as_uuid(pk): count for pk, count in rows}
-
-
-def _as_uuid(value: uuid.UUID | str) -> uuid.UUID:
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
-
-
-_MEMORY = Memory._meta.db_table
-_ENTRY = RecallEntry._meta.db_table
-_STRENGTHEN_POSTGRES = f"""
-WITH chosen AS (
-    SELECT id FROM {_MEMORY}
-    WHERE owner_id = %s AND archived_at IS NULL AND id = ANY(%s)
-    ORDER BY id FOR UPDATE
-), strengthened AS (
-    UPDATE {_MEMORY} AS m
-    SET retrieval_count = m.retrieval_count + 1, last_retrieved = %s,
-        last_touched_at = GREATEST(m.updated_at, %s)
-    FROM chosen WHERE m.id = chosen.id
-    RETURNING m.id, m.retrieval_count
-), entries AS (
-    UPDATE {_ENTRY} AS e
-    SET retrieval_count = e.retrieval_count + 1, last_retrieved_us = %s
-    FROM strengthened WHERE e.memory_id = strengthened.id
+_COLUMNS = ", ".join(str(field.column) for field in Memory._meta.concrete_fields)
+_LIVE_BY_IDS = (
+    f"SELECT {_COLUMNS} FROM {Memory._meta.db_table}"
+    " WHERE owner_id = %s AND archived_at IS NULL AND id IN ({ids})"
 )
-SELECT id, retrieval_count FROM strengthened
-"""
-_STRENGTHEN_MEMORIES = f"""
-UPDATE {_MEMORY}
-SET retrieval_count = retrieval_count + 1, last_retrieved = %s,
-    last_touched_at = MAX(updated_at, %s)
-WHERE owner_id = %s AND archived_at IS NULL AND id IN ({{ids}})
-RETURNING id, retrieval_count
-"""
-_STRENGTHEN_ENTRIES = f"""
-UPDATE {_ENTRY} SET retrieval_count = retrieval_count + 1, last_retrieved_us = %s
-WHERE memory_id IN ({{ids}})
-"""

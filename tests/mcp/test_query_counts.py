@@ -107,7 +107,8 @@ def test_recall_by_ids_reads_ranks_and_strengthens_in_as_few_statements(send):
     ids = [remember(send, n) for n in range(3)]
     count, sent = send(tool_call("taproot_recall", {"ids": ids[:2]}))
     assert sent["reply"]["count"] == 2
-    # The ranking (one query), the memories returned, then the strengthening: one
-    # statement on PostgreSQL, two on SQLite (one per table, in one transaction).
+    # The memories asked for, read whole and ranked from what they hold (one query), then
+    # the strengthening: one statement on PostgreSQL, two on SQLite (one per table, in one
+    # transaction).
     strengthening = 1 if is_postgres() else 2
-    assert count == TOKEN_LOOKUP + 2 + strengthening, sent["statements"]
+    assert count == TOKEN_LOOKUP + 1 + strengthening, sent["statements"]

@@ -398,19 +398,20 @@ def archive(memory):
     Memory.objects.filter(pk=memory.pk).update(archived_at=LATER)
 
 
-@pytest.mark.parametrize("step", ["rank_memories", "_strengthen"])
+@pytest.mark.parametrize("step", ["rank_memories", "strengthen"])
 @pytest.mark.parametrize("take_away", [delete, archive])
+@pytest.mark.parametrize("by", ["query", "ids"])
 def test_a_memory_taken_away_meanwhile_is_neither_returned_nor_strengthened(
-    user, make_memory, monkeypatch, step, take_away
+    user, make_memory, monkeypatch, step, take_away, by
 ):
-    """Another request deletes or archives a memory after ranking read it, or just
-    before the strengthening update."""
+    """Another request deletes or archives a memory after ranking read it (by ids alone,
+    ranking reads the memories whole), or just before the strengthening update."""
     gone = make_memory(gist="Garden gone", salience="high")
     kept = make_memory(gist="Garden kept")
     real_step = getattr(recall_module, step)
 
     def racing(*args, **kwargs):
-        if step == "_strengthen":
+        if step == "strengthen":
             take_away(gone)
         result = real_step(*args, **kwargs)
         if step == "rank_memories":
@@ -418,7 +419,8 @@ def test_a_memory_taken_away_meanwhile_is_neither_returned_nor_strengthened(
         return result
 
     monkeypatch.setattr(recall_module, step, racing)
-    reply = recall(owner=user, query="garden", now=LATER)
+    asked = {"query": "garden"} if by == "query" else {"ids": [str(gone.pk), str(kept.pk)]}
+    reply = recall(owner=user, now=LATER, **asked)
     assert ids_of(reply) == [str(kept.pk)]
     assert reply["count"] == 1
     assert reply["results"][0]["retrieval_count"] == 1

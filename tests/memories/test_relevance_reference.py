@@ -237,11 +237,43 @@ def cosine_with(query: str):
     return lambda memory: embedded_cosine(query, memory)
 
 
-@settings(
+def make_store(user, make_memory, store: list[dict], history: list[tuple]) -> list[str]:
+    """The drawn memories, then the drawn writes applied to them; their ids."""
+    ids = [
+        str(
+            make_memory(
+                gist=spec["gist"],
+                content=spec["content"],
+                tags=spec["tags"],
+                search_keywords=spec["search_keywords"],
+                salience=spec["salience"],
+                category=spec["category"],
+                updated_at=NOW - timedelta(days=spec["updated_days_ago"]),
+                created_at=NOW - timedelta(days=40),
+                archived_at=NOW if spec["archived"] else None,
+                retrieval_count=spec["retrieval_count"],
+                last_retrieved=(
+                    None
+                    if spec["retrieval_count"] == 0 or spec["retrieved_days_ago"] is None
+                    else NOW + timedelta(days=3) - timedelta(days=spec["retrieved_days_ago"])
+                ),
+            ).pk
+        )
+        for spec in store
+    ]
+    for step, write in enumerate(history):
+        apply(write, user, ids, NOW + timedelta(hours=step))
+    return ids
+
+
+drawn_stores = settings(
     max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@drawn_stores
 @given(
     store=st.lists(memory_specs, min_size=1, max_size=10),
     history=st.lists(writes, max_size=6),
@@ -256,30 +288,7 @@ def test_database_ranking_equals_the_reference(
     now = NOW + timedelta(days=3)
     with rolled_back():
         make_memory(owner=other_user, gist=" ".join(WORDS), content="another user's")
-        ids = [
-            str(
-                make_memory(
-                    gist=spec["gist"],
-                    content=spec["content"],
-                    tags=spec["tags"],
-                    search_keywords=spec["search_keywords"],
-                    salience=spec["salience"],
-                    category=spec["category"],
-                    updated_at=NOW - timedelta(days=spec["updated_days_ago"]),
-                    created_at=NOW - timedelta(days=40),
-                    archived_at=NOW if spec["archived"] else None,
-                    retrieval_count=spec["retrieval_count"],
-                    last_retrieved=(
-                        None
-                        if spec["retrieval_count"] == 0 or spec["retrieved_days_ago"] is None
-                        else now - timedelta(days=spec["retrieved_days_ago"])
-                    ),
-                ).pk
-            )
-            for spec in store
-        ]
-        for step, write in enumerate(history):
-            apply(write, user, ids, NOW + timedelta(hours=step))
+        ids = make_store(user, make_memory, store, history)
 
         live = [values(m) for m in Memory.objects.for_owner(user).live()]
         chosen_ids = set(ids[::2]) if filter_spec["some_ids"] else None
@@ -336,6 +345,60 @@ def test_database_ranking_equals_the_reference(
         ]
         df = {key: n for key in keys if (n := sum(key in tokens for tokens in held))}
         assert (stats.live, stats.df) == (len(live), df)
+
+
+@drawn_stores
+@given(
+    store=st.lists(memory_specs, min_size=1, max_size=10),
+    history=st.lists(writes, max_size=6),
+    # Positions in the store; past its end, another user's memory or an id naming none.
+    asked=st.lists(st.integers(0, 11), min_size=1, max_size=8, unique=True),
+    query=st.sampled_from([None, "", "  "]),
+    category=st.none() | st.sampled_from(CATEGORIES),
+    since_days_ago=st.none() | st.sampled_from([0, 2]),
+    limit=st.sampled_from([None, 1, 2, 50]),
+)
+def test_recall_by_ids_alone_equals_the_reference(
+    user, other_user, make_memory, store, history, asked, query, category, since_days_ago, limit
+):
+    """A recall by ids with no query nor tags reads the memories whole and ranks them
+    itself (memories.services.recall, `_by_ids`), not through the scoring statement: the
+    same memories, scores and order as the reference all the same."""
+    now = NOW + timedelta(days=3)
+    with rolled_back():
+        theirs = str(make_memory(owner=other_user, gist="garden", content="another user's").pk)
+        ids = make_store(user, make_memory, store, history)
+        known = [*ids, theirs, str(uuid.uuid4())]
+        chosen = {known[i] for i in asked if i < len(known)} or {ids[0]}
+        since = None if since_days_ago is None else NOW - timedelta(days=since_days_ago)
+        live = [values(m) for m in Memory.objects.for_owner(user).live()]
+        category_of = dict(Memory.objects.for_owner(user).values_list("pk", "category"))
+        expected = reference_rank(
+            live,
+            "",
+            profile=ranking_profile(),
+            now=now,
+            config=activation_config(),
+            among=lambda m: (
+                str(m.id) in chosen
+                and category in (None, category_of[m.id])
+                and (since is None or m.updated_at >= since)
+            ),
+            limit=limit or len(chosen),
+        )
+        filters, _ = recall_filters(
+            query=query,
+            ids=sorted(chosen),
+            category=category,
+            since=since.isoformat() if since else None,
+            limit=limit,
+        )
+        ranking = rank_memories(user, filters, now=now)
+
+    assert ranking.memories is not None  # read whole, not through the scoring statement
+    assert [(r.candidate.id, r.score) for r in ranking.ranked] == [
+        (r.candidate.id, r.score) for r in expected
+    ]
 
 
 @pytest.mark.parametrize("limit", [1, 3, 10])
