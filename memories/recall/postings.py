@@ -32,7 +32,7 @@ entry's salience, and each records its entries; recall's strengthening changes o
 history, which keeps its global bound.
 
 Only words worth it are held: a query whose words hold HOLD_FROM postings or more in all
-(below that, grouping them in SQL costs about what handing the matches over does). The
+(below that, grouping them in SQL costs about what grouping them here does). The
 words held and the owners' salience share a budget per worker
 (TAPROOT_POSTINGS_CACHE_MB); past it, the least recently used words go, then salience.
 A worker also reads ahead, as it starts, the commonest words of the owners likely to call
@@ -59,9 +59,11 @@ from memories.recall.ranking import ActivationConfig
 from memories.vocabulary import MEDIUM
 
 # A query of several words is served from held postings once its words hold this many
-# postings in all (the sum of their document frequencies): at 10,000 memories three common
-# words hold about 4,000, and their grouping in SQL about 3 ms (docs/benchmarks.md).
-HOLD_FROM = 4000
+# postings in all (the sum of their document frequencies). Held from 1,000 rather than
+# 4,000, a recall of three words of the middle band (500–2,000 postings each at 100,000
+# memories) took 20–40 % less time, and of three common words at 1,000 and 10,000 memories
+# up to a fifth less; below it, holding made no difference (docs/benchmarks.md).
+HOLD_FROM = 1000
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,13 @@ from django.utils import timezone
 
 from memories.models import RecallIndex
 from memories.recall.owner_index import keys_of_newest
-from memories.recall.postings import HOLD_FROM, POSTINGS, Postings
+from memories.recall.postings import POSTINGS, Postings
 
 logger = logging.getLogger(__name__)
 
-# Owners with fewer live memories have no postings warmed: a query's words reach HOLD_FROM
-# postings, and are held, only in stores about this large.
-WARM_FROM = HOLD_FROM
+# Owners with fewer live memories have no postings warmed: a word must hold WORTH postings
+# to be read ahead, and the first reads of smaller stores' words cost little.
+WARM_FROM = 4000
 # The newest memories whose keys are counted to find the common words, and the postings
 # a word holds at least, by that count, to be warmed (reading 2,000 postings takes about
 # half a millisecond on SQLite; 20,000, 2–5 ms).
