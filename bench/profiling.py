@@ -23,7 +23,7 @@ from pathlib import Path
 COSTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bearer-token lookup", ("find_access_token (", "DjangoTokenVerifier.verify_token (")),
     ("user lookup per tool call", ("token_user (",)),
-    ("strengthening write", ("_strengthen (",)),
+    ("strengthening write", ("strengthen (memories/services/strengthening",)),
     ("recall: ranking", ("rank_memories (",)),
     ("recall: loading the memories and the reply", ("recall (memories/services/recall.py",)),
     ("other service work", ("memories/services/",)),

@@ -104,7 +104,8 @@ def rank_memories(
     The database scores and cuts (memories.recall.scoring); what it returns is re-scored with
     the reference formula, so scores, order and ties are exactly SPEC §3's. With an
     embedder, each lexical match's relevance blends in its cosine with the query, and
-    memories sharing no word may fill places left over (SPEC §3.2).
+    memories sharing no word may fill places left over (SPEC §3.2). A recall by ids alone
+    (no query, no tags) reads its few memories whole and scores them here (`_by_ids`).
     """
     if filters.ids == []:  # every id given was malformed: nothing can match
         return Ranking([])

@@ -17,7 +17,7 @@ def test_a_sample_belongs_to_the_first_cost_its_stack_names():
     strengthening = stack(
         IN_CALL,
         "recall (memories/services/recall.py:300)",
-        "_strengthen (memories/services/recall.py:340)",
+        "strengthen (memories/services/strengthening.py:30)",
         "Atomic.__exit__ (django/db/transaction.py:235)",
     )
     assert cost_of(strengthening) == "strengthening write"
@@ -50,7 +50,7 @@ def test_waiting_threads_and_start_up_are_left_out():
 def test_the_summary_gives_each_costs_share_of_the_busy_samples():
     collapsed = "\n".join(
         [
-            f"{IN_CALL};_strengthen (memories/services/recall.py:340) 30",
+            f"{IN_CALL};strengthen (memories/services/strengthening.py:30) 30",
             f"{SERVING};Tool.run (mcp/server/mcpserver/tools/base.py:132) 50",
             f"{SERVING};validate (pydantic/main.py:9) 20",
             f"{SERVING};EpollSelector.select (selectors.py:452) 400",

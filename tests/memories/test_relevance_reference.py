@@ -347,6 +347,7 @@ def test_database_ranking_equals_the_reference(
         assert (stats.live, stats.df) == (len(live), df)
 
 
+@pytest.mark.parametrize("ranking", ["taproot", "seed"])
 @drawn_stores
 @given(
     store=st.lists(memory_specs, min_size=1, max_size=10),
@@ -359,11 +360,23 @@ def test_database_ranking_equals_the_reference(
     limit=st.sampled_from([None, 1, 2, 50]),
 )
 def test_recall_by_ids_alone_equals_the_reference(
-    user, other_user, make_memory, store, history, asked, query, category, since_days_ago, limit
+    user,
+    other_user,
+    make_memory,
+    settings,
+    ranking,
+    store,
+    history,
+    asked,
+    query,
+    category,
+    since_days_ago,
+    limit,
 ):
     """A recall by ids with no query nor tags reads the memories whole and ranks them
     itself (memories.services.recall, `_by_ids`), not through the scoring statement: the
     same memories, scores and order as the reference all the same."""
+    settings.TAPROOT_RANKING = ranking
     now = NOW + timedelta(days=3)
     with rolled_back():
         theirs = str(make_memory(owner=other_user, gist="garden", content="another user's").pk)
