@@ -406,10 +406,10 @@ def test_recall_by_ids_alone_equals_the_reference(
             since=since.isoformat() if since else None,
             limit=limit,
         )
-        ranking = rank_memories(user, filters, now=now)
+        got = rank_memories(user, filters, now=now)
 
-    assert ranking.memories is not None  # read whole, not through the scoring statement
-    assert [(r.candidate.id, r.score) for r in ranking.ranked] == [
+    assert got.memories is not None  # read whole, not through the scoring statement
+    assert [(r.candidate.id, r.score) for r in got.ranked] == [
         (r.candidate.id, r.score) for r in expected
     ]
 
