@@ -7,14 +7,17 @@
 A recall of several words finds each match's hits by grouping every posting of its words
 (memories.recall.impact, `all_hits`): at 100,000 memories three common words hold
 30,000–60,000 postings. A worker holding them groups them in numpy and hands the
-database only the matches that can place. Three ways, in turn, for each query:
+database only the matches that can place. A recall of one word reads, without holding
+it, the class of its postings that can place (`impact.read_one_word`). Three ways, in
+turn, for each query:
 
-- grouped by the database: no postings held (TAPROOT_POSTINGS_CACHE_MB=0), as before;
+- grouped by the database: no postings held (TAPROOT_POSTINGS_CACHE_MB=0), as before
+  (one word: its postings that can place read by the database);
 - first recall: none held yet, so the recall reads the words' postings and holds them
   (what the first recall of those words in a worker costs);
 - postings held: the words held, as every later recall of them finds them.
 
-For each query size (3, 6 words), 10 queries of words held by 8–50 % of the owner's
+For each query size (1, 3, 6 words), 10 queries of words held by 8–50 % of the owner's
 memories (the common band of bench.queries, drawn with a fixed seed), each ranked
 `--rounds` times each way at one fixed moment; prints per size the median ranking each
 way and whether every ranking is identical. `--out` writes the same as JSON rows. Reads
@@ -42,7 +45,7 @@ from bench.database import setup_django
 from bench.queries import BANDS
 
 MOMENT = datetime(2026, 12, 5, 17, 0, tzinfo=UTC)
-SIZES = (3, 6)
+SIZES = (1, 3, 6)
 MODES = ("grouped by the database", "first recall", "postings held")
 
 

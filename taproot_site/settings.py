@@ -131,9 +131,9 @@ TAPROOT_EMBEDDER = env_embedder("TAPROOT_EMBEDDER", "wordllama", ("wordllama", "
 # 100,000-memory store takes about 125 with the default embedder); past it the least
 # recently served owners are let go and read again at their next recall.
 TAPROOT_VECTOR_CACHE_MB = env_int("TAPROOT_VECTOR_CACHE_MB", 256, minimum=16)
-# MiB of words' postings each worker keeps, so that a recall of several words holding
-# 1,000 postings or more in all groups them in the worker rather than in the database
-# (memories.recall.postings); 0 keeps none.
+# MiB of words' postings each worker keeps, so that a recall of one word or several
+# holding 1,000 postings or more in all finds its matches in the worker rather than in the
+# database (memories.recall.postings); 0 keeps none.
 TAPROOT_POSTINGS_CACHE_MB = env_int("TAPROOT_POSTINGS_CACHE_MB", 64, minimum=0)
 # Whether a worker, as it starts, reads ahead the postings of the common words of the
 # accounts holding a valid access token (memories.recall.warming).

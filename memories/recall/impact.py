@@ -233,12 +233,13 @@ def read_one_word(
     factors: tuple[int, int],
     cut: Cut,
 ) -> NarrowRead | None:
-    """For a query of one word: a floor the cut can only be above, and the CTE `hits` of
-    the matches read from only the classes of postings that hold every match within
-    `reach` of it (memories.recall.impact), each match's hits its one posting's, never
-    grouped. None when every posting is read and grouped as before (`all_hits`): a
-    query of several words, the seed's unbounded history, or a probe that found fewer
-    than `limit` matches the filters admit.
+    """For a query of one word the worker does not hold (memories.recall.postings: it
+    holds fewer than HOLD_FROM postings, or no budget is left for postings): a floor the
+    cut can only be above, and the CTE `hits` of the matches read from only the classes of
+    postings that hold every match within `reach` of it (memories.recall.impact), each
+    match's hits its one posting's, never grouped. None when every posting is read and
+    grouped as before (`all_hits`): a query of several words, the seed's unbounded
+    history, or a probe that found fewer than `limit` matches the filters admit.
 
     The probe: the first PROBE postings (in index order) of the word's keyword class,
     and the `limit`-th best score of those the filters admit: the cut is the `limit`-th

@@ -5,6 +5,11 @@ A recall of several words finds each match's hits by grouping every posting of i
 30,000–60,000 postings, and the database's grouping of them was half the recall. A worker
 that holds those postings groups them in numpy instead (`grouped_hits`), and the database
 is handed only the matches that can score within reach of the cut (`impact.read_held`).
+A word alone is held too: the database would read the class of its postings that can
+place (`impact.read_one_word`, thousands at 100,000 memories), where the worker hands over
+only those whose own salience leaves them a chance, and the meaning part is bounded by
+their vectors rather than by all the owner's (half the time of a recall of one common
+word at 100,000 memories, docs/benchmarks.md).
 
 What is held must be the index exactly: hits are used as they are, and a word's document
 frequency is its postings' count. Every write to an owner's index moves
@@ -13,7 +18,7 @@ version (IndexChange, memories.recall.indexing), and a restore gives the index a
 generation. So a word's postings are held with the generation and version
 they were read at, in the same statement as N and the version (one statement sees one
 state on both databases), and serve a recall only once brought up to the index's
-version: the statement of the next recall of several common words also reads the
+version: the statement of the next recall of common words also reads the
 changes recorded since, and the postings those entries hold now of the held words
 (owner_index.statistics_and_postings), and the worker puts them in place of the
 entries' old ones. Held words older than the changes kept, or of another generation,
@@ -58,7 +63,7 @@ from memories.recall.owner_index import (
 from memories.recall.ranking import ActivationConfig
 from memories.vocabulary import MEDIUM
 
-# A query of several words is served from held postings once its words hold this many
+# A query is served from held postings once its words hold this many
 # postings in all (the sum of their document frequencies). Held from 1,000 rather than
 # 4,000, a recall of three words of the middle band (500–2,000 postings each at 100,000
 # memories) took 20–40 % less time, and of three common words at 1,000 and 10,000 memories
@@ -346,12 +351,12 @@ class PostingsCache:
 
     def statistics(self, owner_id: int, keys: Sequence[str]) -> tuple[OwnerIndex, Held | None]:
         """N, the index's version and each key's document frequency (owner_index.statistics),
-        and, for a query of several words holding HOLD_FROM postings or more, their
+        and, for a query whose words hold HOLD_FROM postings or more, their
         postings: those held, brought up to the index by the changes recorded since, the
         others read in the same statement as N and the version, and held; and each
         entry's salience, held and followed the same way (read whole, in a statement of
         its own, the first time)."""
-        if len(keys) < 2 or self.budget <= 0:
+        if not keys or self.budget <= 0:
             return statistics(owner_id, keys), None
         held = self._held(owner_id, keys)
         salience = self._salience_held(owner_id)

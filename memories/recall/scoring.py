@@ -8,12 +8,13 @@ scores, in one statement, the memories that share a token with the query and cou
 a place (or every memory, for a blank query), and returns the winners, plus any row
 floating point could have put in the wrong place:
 
-- For a query of one word, a first statement scores a few matches to find a floor
-  under the cut; then only the postings that can hold a match within reach of it are
-  read (memories.recall.impact, `read_one_word`): for a common word, its keyword postings
-  alone, never grouped. A query of several words reads and groups every posting, unless
-  the worker holds its words' postings (memories.recall.postings): then the worker finds
-  a floor and hands over only the matches within reach of it (`impact.read_held`).
+- When the worker holds the query's postings (memories.recall.postings), it finds a
+  floor under the cut and hands over only the matches within reach of it
+  (memories.recall.impact, `read_held`). Otherwise, for a query of one word, a first
+  statement scores a few matches to find a floor; then only the postings that can hold
+  a match within reach of it are read (`read_one_word`): for a common word, its keyword
+  postings alone, never grouped. A query of several words reads and groups every
+  posting.
 - The statement counts those matches' hits, but joins to its entry and scores only those
   whose hits leave them a chance: a bound on the cut from the matches with the most
   hits, and the most history and salience any memory can have, leave out the rest
@@ -143,7 +144,7 @@ def best_candidates(
     of `cosine_ceiling` (thousandths; no memory's cosine with the query is higher) of the
     cut.
 
-    `held` gives every match of a query of several words and its hits (found by the
+    `held` gives every match of the query and its hits (found by the
     worker from postings it holds): then only those that can place are handed to the
     statement, rather than every posting grouped in it. `cosine_bound` gives the most
     cosine among some memories or all: the matches that could place bound the reach, or
@@ -225,7 +226,7 @@ def best_candidates(
         )
         read = (
             impact.read_held(entry, held, cut, cosine_bound)
-            if held is not None and len(weights) > 1
+            if held is not None
             else impact.read_one_word(owner_id, entry, weights=weights, factors=factors, cut=cut)
         )
         if read is not None and read.reach is not None:

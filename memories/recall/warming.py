@@ -1,16 +1,16 @@
 """A worker reads its recent owners' common words ahead, at its start (issue 32, item 3).
 
-A recall of several common words groups their postings in the worker (memories.recall.
-postings), but reads each word's postings the first time a recall asks for it: 2–5 ms a
-word on SQLite at 100,000 memories, so the first recalls of common words in a worker that
-had just started took half again the time of later ones. So a worker, as it starts and
-before it serves a call, reads the postings of the words common among the newest memories
-(a sample: counting every posting of 100,000 memories takes seconds) of the owners who hold
-an access token still valid (those who will call soon), the latest issued first, stores
-too small to hold any words left out: the commonest words first, 16 a statement, and
-each owner's entries' salience with them, within half the postings budget in all (the
-other half is left to the words recalls ask for). At 100,000 memories that is about 150
-words and two seconds.
+A recall of common words is served from their postings held in the worker
+(memories.recall.postings), but reads each word's postings the first time a recall asks
+for it: 2–5 ms a word on SQLite at 100,000 memories, so the first recalls of common words
+in a worker that had just started took half again the time of later ones. So a worker,
+as it starts and before it serves a call, reads the postings of the words common among
+the newest memories (a sample: counting every posting of 100,000 memories takes seconds)
+of the owners who hold an access token still valid (those who will call soon), the
+latest issued first, stores too small to hold any words left out: the commonest words
+first, 16 a statement, and each owner's entries' salience with them, within half the
+postings budget in all (the other half is left to the words recalls ask for). At 100,000
+memories that is about 150 words and two seconds.
 
 It is done before the worker serves, not beside the calls: read while an owner's first
 calls were served, on a thread of the worker's own, it made those calls up to 47 % slower
@@ -72,20 +72,11 @@ def warm_recent_owners() -> None:
     try:
         for owner_id, live in recent_owners():
             room = POSTINGS.budget // 2 - POSTINGS.held_bytes()
-            for batch in _batches(common_words(owner_id, live, room)):
-                POSTINGS.statistics(owner_id, batch)
+            words = common_words(owner_id, live, room)
+            for start in range(0, len(words), BATCH):
+                POSTINGS.statistics(owner_id, words[start : start + BATCH])
     except Exception:  # only a head start: the worker starts without it
         logger.warning("Could not read recent accounts' common words ahead.", exc_info=True)
-
-
-def _batches(words: list[str]) -> list[list[str]]:
-    """The words in runs of BATCH, each of two words at least: the postings of a word read
-    alone are not held (only a query of several words is served from them)."""
-    batches = [words[start : start + BATCH] for start in range(0, len(words), BATCH)]
-    if len(batches) > 1 and len(batches[-1]) < 2:
-        alone = batches.pop()
-        batches[-1] += alone
-    return [batch for batch in batches if len(batch) >= 2]
 
 
 def recent_owners() -> list[tuple[int, int]]:

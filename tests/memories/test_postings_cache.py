@@ -1,5 +1,5 @@
 """Each worker's held postings (memories.recall.postings, issue 32 item 1): a recall of
-several common words served from them ranks exactly as the reference computes from
+common words, one or several, served from them ranks exactly as the reference computes from
 scratch, after every kind of write (create, update, promote, archive, unarchive, delete,
 compress, import, undoing an import, a restore from a backup); a recall whose words are
 held reads no posting; the budget lets the least recently used words go.
@@ -39,7 +39,7 @@ QUERY = "garden rain"
 
 @pytest.fixture
 def held(monkeypatch):
-    """Every query of several words served from held postings, its meaning part bounded
+    """Every query served from held postings, its meaning part bounded
     by the matches' cosines; what each narrow read returned, in order."""
     monkeypatch.setattr(postings, "HOLD_FROM", 0)
     monkeypatch.setattr(impact, "PROBE", 2)
@@ -372,9 +372,23 @@ def test_with_no_budget_nothing_is_held(user, walks, held, settings):
     assert held == []
 
 
-def test_a_query_of_one_word_is_not_held(user, walks, held):
-    POSTINGS.statistics(user.pk, ["garden"])
-    assert not POSTINGS.holds(user.pk, "garden")
+def test_a_query_of_one_word_is_served_from_its_held_postings(user, walks, held, monkeypatch):
+    """A word alone is held as the words of a longer query are, and the recall reads none
+    of its postings from the database (impact.read_one_word reads them otherwise)."""
+    read_by_the_database = []
+    original = impact.read_one_word
+
+    def read_one_word(*args, **named):
+        read_by_the_database.append(args)
+        return original(*args, **named)
+
+    monkeypatch.setattr(impact, "read_one_word", read_one_word)
+    for _ in range(2):
+        assert_ranked_as_the_reference(user, "garden", limit=2, now=NOW + timedelta(days=1))
+
+    assert POSTINGS.holds(user.pk, "garden") and not POSTINGS.holds(user.pk, "rain")
+    assert len(held) == 2 and all(read is not None for read in held)
+    assert read_by_the_database == []
 
 
 def _postings(n: int, version: int = 1) -> Postings:

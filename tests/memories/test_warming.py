@@ -168,7 +168,8 @@ def test_a_few_words_are_read_a_statement(village, small, monkeypatch):
 
     chosen = common_words(village.pk, 30, room=POSTINGS.budget // 2)
     assert len(chosen) == 5
-    assert read == [chosen[:2], chosen[2:]]  # the fifth word alone read with the two before
+    assert read == [chosen[:2], chosen[2:4], chosen[4:]]  # the fifth word alone is held too
+    assert all(POSTINGS.holds(village.pk, word) for word in chosen)
 
 
 def test_nothing_is_read_ahead_when_turned_off(village, small, settings):
