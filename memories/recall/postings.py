@@ -63,11 +63,11 @@ from memories.recall.owner_index import (
 from memories.recall.ranking import ActivationConfig
 from memories.vocabulary import MEDIUM
 
-# A query is served from held postings once its words hold this many
-# postings in all (the sum of their document frequencies). Held from 1,000 rather than
-# 4,000, a recall of three words of the middle band (500–2,000 postings each at 100,000
-# memories) took 20–40 % less time, and of three common words at 1,000 and 10,000 memories
-# up to a fifth less; below it, holding made no difference (docs/benchmarks.md).
+# A query, of one word or several, is served from held postings once its words hold this
+# many postings in all (the sum of their document frequencies). Held from 1,000 rather
+# than 4,000, a recall of three words of the middle band (500–2,000 postings each at
+# 100,000 memories) took 20–40 % less time, and of three common words at 1,000 and 10,000
+# memories up to a fifth less; below it, holding made no difference (docs/benchmarks.md).
 HOLD_FROM = 1000
 
 
