@@ -1,5 +1,5 @@
-"""What holding common words' postings in the worker saves a recall of several of them
-(issue 32, item 1; memories.recall.postings): measured on a prepared store, in process.
+"""What holding common words' postings in the worker saves a recall of one or several of
+them (issue 32, item 1; memories.recall.postings): measured on a prepared store, in process.
 
     .venv/bin/python -m bench.held_postings --database-url URL [--rounds 5] [--writes]
         [--out FILE]
@@ -7,9 +7,9 @@
 A recall of several words finds each match's hits by grouping every posting of its words
 (memories.recall.impact, `all_hits`): at 100,000 memories three common words hold
 30,000–60,000 postings. A worker holding them groups them in numpy and hands the
-database only the matches that can place. A recall of one word reads, without holding
-it, the class of its postings that can place (`impact.read_one_word`). Three ways, in
-turn, for each query:
+database only the matches that can place; a word alone is held the same way. Unheld, a
+recall of one word has the database read the class of its postings that can place
+(`impact.read_one_word`). Three ways, in turn, for each query:
 
 - grouped by the database: no postings held (TAPROOT_POSTINGS_CACHE_MB=0), as before
   (one word: its postings that can place read by the database);
