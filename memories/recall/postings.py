@@ -37,8 +37,9 @@ entry's salience, and each records its entries; recall's strengthening changes o
 history, which keeps its global bound.
 
 Only words worth it are held: a query whose words hold HOLD_FROM postings or more in all
-(below that, grouping them in SQL costs about what grouping them here does). The
-words held and the owners' salience share a budget per worker
+(below that, grouping them in SQL costs about what grouping them here does; a word alone
+below it is read in impact order, `impact.read_one_word`). The words held and the
+owners' salience share a budget per worker
 (TAPROOT_POSTINGS_CACHE_MB); past it, the least recently used words go, then salience.
 A worker also reads ahead, as it starts, the commonest words of the owners likely to call
 soon (memories.recall.warming).
